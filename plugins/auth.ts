@@ -1,0 +1,68 @@
+import fp from 'fastify-plugin'
+import bearerAuth from '@fastify/bearer-auth'
+import { createHash, timingSafeEqual } from 'node:crypto'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { HttpError } from '../src/http-error.js'
+
+export interface AuthOptions {
+  tokens: string[]
+}
+
+const REALM = 'Bearer realm="plant-store"'
+
+const digest = (token: string): Buffer => createHash('sha256').update(token).digest()
+
+// Compares digests, not the tokens: equal length always, so neither the
+// length of a configured token nor the position of a first differing byte
+// shows in the timing. Every configured token is compared, match or not.
+export function tokenMatcher (tokens: string[]): (candidate: string) => boolean {
+  const digests = tokens.map(digest)
+  return (candidate) => {
+    const d = digest(candidate)
+    let found = false
+    for (const known of digests) found = timingSafeEqual(known, d) || found
+    return found
+  }
+}
+
+// RFC 6750: a request that sent a bearer token which is wrong gets
+// error="invalid_token"; one that sent none gets the bare challenge.
+function sentBearerToken (request: FastifyRequest): boolean {
+  return /^bearer\s+\S/i.test(request.headers.authorization ?? '')
+}
+
+function unauthorized (request: FastifyRequest): HttpError {
+  if (sentBearerToken(request)) return new HttpError(401, 'The bearer token is not valid')
+  if (request.headers.authorization === undefined) return new HttpError(401, 'Authorization header missing: send Authorization: Bearer <token>')
+  return new HttpError(401, 'Authorization must use the Bearer scheme with a token')
+}
+
+// Guards every route registered in the same encapsulation context as this
+// plugin; docs and health live outside it.
+async function authPlugin (fastify: FastifyInstance, opts: AuthOptions): Promise<void> {
+  if (opts.tokens.length === 0) throw new Error('auth: at least one token is required')
+  await fastify.register(bearerAuth, {
+    keys: [],
+    auth: tokenMatcher(opts.tokens),
+    // The scheme name is case-insensitive (RFC 7235).
+    specCompliance: 'rfc6749',
+    // We add the hook ourselves to attach WWW-Authenticate, and route the
+    // 401 through the one error handler so it has the Error shape.
+    addHook: false,
+    // A wrong token is a client mistake, not a server error.
+    verifyErrorLogLevel: 'debug'
+  })
+  const verify = fastify.verifyBearerAuth
+  if (verify === undefined) throw new Error('auth: @fastify/bearer-auth did not decorate verifyBearerAuth')
+  fastify.addHook('onRequest', (request, reply, done) => {
+    verify(request, reply, (err?: Error) => {
+      if (err === undefined) return done()
+      // Anything but a plain "no" from the token check (a bug) stays a 500.
+      if ((err as { statusCode?: number }).statusCode !== 401) return done(err)
+      reply.header('www-authenticate', sentBearerToken(request) ? `${REALM}, error="invalid_token"` : REALM)
+      done(unauthorized(request))
+    })
+  })
+}
+
+export default fp(authPlugin, { name: 'auth', fastify: '5.x' })

@@ -1,0 +1,22 @@
+import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { ErrorBody } from '../src/schemas.js'
+import { HttpError } from '../src/http-error.js'
+
+const Status = Type.Object({ status: Type.String() })
+
+// Public probes for orchestrators: live while the process runs, ready while
+// the database answers and the schema is migrated.
+const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
+  fastify.get('/health/live', {
+    schema: { hide: true, response: { 200: Status } }
+  }, async () => ({ status: 'ok' }))
+
+  fastify.get('/health/ready', {
+    schema: { hide: true, response: { 200: Status, 503: Type.Ref(ErrorBody) } }
+  }, async () => {
+    if (!(await fastify.store.isReady())) throw new HttpError(503, 'The database is not ready')
+    return { status: 'ready' }
+  })
+}
+
+export default healthRoutes

@@ -1,0 +1,52 @@
+import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { ErrorBody, NewPlant, Plant } from '../src/schemas.js'
+import { HttpError } from '../src/http-error.js'
+import { requireJson } from '../src/media-type.js'
+import { unstorableField } from '../src/storable.js'
+import type { PlantRecord } from '../src/store/plant-store.js'
+
+const errorResponse = (description: string) => Type.Ref(ErrorBody, { description })
+
+const createPlantSchema = {
+  operationId: 'createPlant',
+  summary: 'Create a plant',
+  description: 'Creates a new plant in the store. Retrying the same plant is safe: it answers 200 again and changes nothing.',
+  tags: ['plants'],
+  body: Type.Ref(NewPlant),
+  response: {
+    200: Type.Ref(Plant, { description: 'The created plant (or the same plant, already stored)' }),
+    400: errorResponse('Unexpected error: the body is not valid JSON or not a valid NewPlant'),
+    401: errorResponse('No bearer token, or one that is not accepted'),
+    409: errorResponse('A different plant is already stored under this id; nothing was changed'),
+    413: errorResponse('The body is larger than the configured limit'),
+    415: errorResponse('The Content-Type is not application/json'),
+    500: errorResponse('An unexpected failure; details are in the service log'),
+    503: errorResponse('The database is unavailable or too slow; retry after the Retry-After delay')
+  }
+}
+
+// The Plant reply: exactly name and tag as stored, never the id.
+function toPlant (record: PlantRecord): Plant {
+  return record.tag === undefined ? { name: record.name } : { name: record.name, tag: record.tag }
+}
+
+const plantsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
+  fastify.post('/plants', {
+    schema: createPlantSchema,
+    onRequest: async (request) => requireJson(request)
+  }, async (request) => {
+    const { id, name, tag } = request.body
+    const bad = unstorableField({ name, tag })
+    if (bad !== undefined) {
+      throw new HttpError(400, `body/${bad} must not contain U+0000 or an unpaired UTF-16 surrogate`)
+    }
+    const outcome = await fastify.store.plants.create({ id: BigInt(id), name, ...(tag === undefined ? {} : { tag }) })
+    if (outcome.kind === 'conflict') {
+      throw new HttpError(409, `A different plant is already stored with id ${id}`)
+    }
+    request.log.info({ plantId: String(id), outcome: outcome.kind }, 'plant create')
+    return toPlant(outcome.plant)
+  })
+}
+
+export default plantsRoutes

@@ -1,0 +1,95 @@
+import Fastify, { type FastifyHttpOptions, type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import type { Server } from 'node:http'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import type { Config } from './config.js'
+import { sharedSchemas } from './schemas.js'
+import { parseJsonBody } from './json.js'
+import { validatorCompiler } from './validation.js'
+import { errorHandler, notFoundHandler } from './error-handler.js'
+import { clientErrorHandler, closeIfBodyUnread } from './client-error.js'
+import { genReqId } from './request-id.js'
+import { connectionLimits, serverTimeouts, type ServerTimeouts } from './server-timeouts.js'
+import { refuseWhileClosing } from './shutdown.js'
+import dbPlugin, { type DbPluginOptions } from '../plugins/db.js'
+import authPlugin from '../plugins/auth.js'
+import docsPlugin from '../plugins/docs.js'
+import plantsRoutes from '../routes/plants.js'
+import healthRoutes from '../routes/health.js'
+
+export interface AppOptions {
+  config: Config
+  logger?: FastifyServerOptions['logger']
+  // See DbPluginOptions.background: set by the server for PostgreSQL.
+  background?: DbPluginOptions['background']
+  // Tests shorten these to watch slow clients being cut off.
+  timeouts?: Partial<ServerTimeouts>
+  // See DbPluginOptions.writer: tests shrink the write queue.
+  writer?: DbPluginOptions['writer']
+}
+
+// Server options that must be fixed when the instance is created.
+export function serverOptions (
+  config: Config,
+  logger: FastifyServerOptions['logger'],
+  timeouts: ServerTimeouts = serverTimeouts(config)
+): FastifyHttpOptions<Server> {
+  return {
+    logger,
+    bodyLimit: config.bodyLimit,
+    genReqId,
+    requestIdHeader: false,
+    clientErrorHandler,
+    // Bound slow and oversized clients: see src/server-timeouts.ts.
+    ...connectionLimits(timeouts),
+    // Opening embedded PGlite compiles WebAssembly and runs initdb: seconds, not ms.
+    pluginTimeout: 60_000,
+    // Fastify's own 503 during close has a body outside the contract:
+    // refuseWhileClosing answers instead.
+    return503OnClosing: false,
+    forceCloseConnections: 'idle'
+  }
+}
+
+// The whole service, built the same way for the server and for tests.
+export async function buildApp ({ config, logger = false, background, timeouts, writer }: AppOptions): Promise<FastifyInstance> {
+  const app = Fastify(serverOptions(config, logger, serverTimeouts(config, timeouts))).withTypeProvider<TypeBoxTypeProvider>()
+
+  app.setValidatorCompiler(validatorCompiler)
+  app.setErrorHandler(errorHandler)
+  app.setNotFoundHandler(notFoundHandler)
+  for (const schema of sharedSchemas) app.addSchema(schema)
+
+  // Only JSON is accepted; Fastify's text/plain parser would otherwise let
+  // other media types through to validation.
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
+    try {
+      done(null, parseJsonBody(body as Buffer))
+    } catch (err) {
+      done(err as Error, undefined)
+    }
+  })
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id)
+  })
+  app.addHook('onSend', closeIfBodyUnread)
+  refuseWhileClosing(app)
+
+  await app.register(dbPlugin, {
+    config,
+    ...(background === undefined ? {} : { background }),
+    ...(writer === undefined ? {} : { writer })
+  })
+  // Before the routes, so swagger sees them added; outside the API context,
+  // so the docs are public.
+  await app.register(docsPlugin)
+  await app.register(healthRoutes)
+  // The API routes and the bearer hook share one encapsulated context, so
+  // auth guards exactly them.
+  await app.register(async (api) => {
+    await api.register(authPlugin, { tokens: config.apiTokens })
+    await api.register(plantsRoutes)
+  })
+  return app
+}

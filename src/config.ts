@@ -1,0 +1,160 @@
+import { readFileSync } from 'node:fs'
+import { randomBytes } from 'node:crypto'
+import { Type, type Static } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+
+const LogLevel = Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)))
+
+// The environment as it arrives: every variable a string, checked before use.
+// Value.Convert turns "3000" into 3000 and leaves "abc" alone, so the check
+// then names the variable that is wrong.
+export const Env = Type.Object({
+  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
+  HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
+  DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://[^\\s]+$' })),
+  DATABASE_PASSWORD_FILE: Type.Optional(Type.String({ minLength: 1 })),
+  PGLITE_DATA_DIR: Type.String({ minLength: 1, default: './.data/pglite' }),
+  API_TOKENS: Type.Optional(Type.String()),
+  API_TOKENS_FILE: Type.Optional(Type.String({ minLength: 1 })),
+  BODY_LIMIT: Type.Integer({ minimum: 1, maximum: 1073741824, default: 1048576 }),
+  LOG_LEVEL: Type.Union(LogLevel.anyOf, { default: 'info' }),
+  DB_TIMEOUT_MS: Type.Integer({ minimum: 1, maximum: 600000, default: 5000 }),
+  NODE_ENV: Type.Optional(Type.String())
+})
+export type Env = Static<typeof Env>
+
+export const Config = Type.Object({
+  port: Type.Integer(),
+  host: Type.String(),
+  database: Type.Union([
+    Type.Object({ kind: Type.Literal('postgres'), url: Type.String() }),
+    Type.Object({ kind: Type.Literal('pglite'), dataDir: Type.String() })
+  ]),
+  apiTokens: Type.Array(Type.String({ minLength: 1 })),
+  bodyLimit: Type.Integer(),
+  logLevel: LogLevel,
+  // Bounds every database wait (connect, query, pool checkout): past it the
+  // client gets a 503 instead of hanging.
+  dbTimeoutMs: Type.Integer(),
+  production: Type.Boolean()
+})
+export type Config = Static<typeof Config>
+
+export class ConfigError extends Error {}
+
+export interface LoadedConfig {
+  config: Config
+  // Set when no token was configured outside production: the server prints it once.
+  generatedToken?: string
+}
+
+// Checks the environment against Env; the first wrong variable stops start-up.
+export function readEnv (env: NodeJS.ProcessEnv = process.env): Env {
+  const raw: Record<string, unknown> = {}
+  for (const key of Object.keys(Env.properties)) {
+    const value = env[key]
+    if (value !== undefined && value !== '') raw[key] = value
+  }
+  // Convert would quietly truncate "3000.5" to 3000: integers must be written whole.
+  for (const [key, schema] of Object.entries(Env.properties)) {
+    const value = raw[key]
+    if ((schema as { type?: string }).type === 'integer' && typeof value === 'string' && !/^-?\d+$/.test(value)) {
+      throw new ConfigError(`${key}: Expected a whole number (got ${JSON.stringify(value)})`)
+    }
+  }
+  const converted = Value.Convert(Env, Value.Default(Env, raw))
+  const firstError = Value.Errors(Env, converted).First()
+  if (firstError !== undefined) {
+    const name = firstError.path.replace(/^\//, '')
+    throw new ConfigError(`${name}: ${firstError.message} (got ${JSON.stringify(raw[name] ?? null)})`)
+  }
+  const e = converted as Env
+  if (e.DATABASE_URL !== undefined) checkDatabaseUrl(e.DATABASE_URL)
+  return e
+}
+
+export function databaseConfig (e: Env): Config['database'] {
+  if (e.DATABASE_URL === undefined) return { kind: 'pglite', dataDir: e.PGLITE_DATA_DIR }
+  const url = e.DATABASE_PASSWORD_FILE === undefined
+    ? e.DATABASE_URL
+    : withPassword(e.DATABASE_URL, readPasswordFile(e.DATABASE_PASSWORD_FILE))
+  return { kind: 'postgres', url }
+}
+
+export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig {
+  const e = readEnv(env)
+  const production = e.NODE_ENV === 'production'
+  const apiTokens = [...splitTokens(e.API_TOKENS ?? ''), ...readTokenFile(e.API_TOKENS_FILE)]
+  let generatedToken: string | undefined
+  if (apiTokens.length === 0) {
+    if (production) throw new ConfigError('API_TOKENS: no token configured (set API_TOKENS or API_TOKENS_FILE); refusing to start under NODE_ENV=production')
+    generatedToken = randomBytes(24).toString('base64url')
+    apiTokens.push(generatedToken)
+  }
+
+  const config: Config = {
+    port: e.PORT,
+    host: e.HOST,
+    database: databaseConfig(e),
+    apiTokens,
+    bodyLimit: e.BODY_LIMIT,
+    logLevel: e.LOG_LEVEL,
+    dbTimeoutMs: e.DB_TIMEOUT_MS,
+    production
+  }
+  return generatedToken === undefined ? { config } : { config, generatedToken }
+}
+
+function splitTokens (text: string): string[] {
+  return text.split(/[,\n]/).map((t) => t.trim()).filter((t) => t.length > 0)
+}
+
+function readTokenFile (path: string | undefined): string[] {
+  if (path === undefined) return []
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch (err) {
+    throw new ConfigError(`API_TOKENS_FILE: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? String(err)})`)
+  }
+  // A bearer token never starts with '#' (RFC 6750 b64token), so such lines
+  // can explain the file, as the committed example does.
+  const tokens = text.split(/\r?\n/).map((t) => t.trim()).filter((t) => t.length > 0 && !t.startsWith('#'))
+  if (tokens.length === 0) throw new ConfigError(`API_TOKENS_FILE: ${path} holds no token`)
+  return tokens
+}
+
+function checkDatabaseUrl (url: string): void {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    throw new ConfigError('DATABASE_URL: not a valid URL (expected postgres://user@host:port/database)')
+  }
+  if (parsed.hostname === '' && !parsed.searchParams.has('host')) {
+    throw new ConfigError('DATABASE_URL: no host (expected postgres://user@host:port/database)')
+  }
+}
+
+// The database password as a Docker secret: the whole file less trailing
+// line breaks, as the postgres image reads POSTGRES_PASSWORD_FILE, so one
+// secret file serves both containers and no password sits in the compose file.
+function readPasswordFile (path: string): string {
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch (err) {
+    throw new ConfigError(`DATABASE_PASSWORD_FILE: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? String(err)})`)
+  }
+  const password = text.replace(/(\r?\n)+$/, '')
+  if (password.length === 0) throw new ConfigError(`DATABASE_PASSWORD_FILE: ${path} holds no password`)
+  return password
+}
+
+function withPassword (databaseUrl: string, password: string): string {
+  const url = new URL(databaseUrl)
+  if (url.password !== '') throw new ConfigError('DATABASE_PASSWORD_FILE: DATABASE_URL already holds a password; give it in one place')
+  if (url.username === '') throw new ConfigError('DATABASE_PASSWORD_FILE: DATABASE_URL names no user for the password')
+  url.password = encodeURIComponent(password)
+  return url.toString()
+}

@@ -1,0 +1,26 @@
+import pino from 'pino'
+import { ConfigError, databaseConfig, readEnv } from './config.js'
+import { openPglite } from './store/pglite.js'
+import { openPostgres } from './store/postgres.js'
+import { migrate } from './store/migrate.js'
+
+// `npm run migrate`: applies migrations/ to the configured database and
+// exits non-zero when anything fails.
+const log = pino({ level: 'info' })
+try {
+  const env = readEnv()
+  const database = databaseConfig(env)
+  const db = database.kind === 'postgres'
+    ? openPostgres({ url: database.url, timeoutMs: env.DB_TIMEOUT_MS, log })
+    : await openPglite(database.dataDir)
+  try {
+    const { applied, version } = await migrate(db)
+    log.info({ applied, version, database: db.kind }, applied.length > 0 ? 'migrations applied' : 'schema up to date')
+  } finally {
+    await db.close()
+  }
+} catch (err) {
+  if (err instanceof ConfigError) process.stderr.write(`plant-store: ${err.message}\n`)
+  else log.error({ err }, 'migration failed')
+  process.exitCode = 1
+}

@@ -1,0 +1,61 @@
+import closeWithGrace from 'close-with-grace'
+import { ConfigError, loadConfig, type LoadedConfig } from './config.js'
+import { buildApp } from './app.js'
+import { loggerOptions } from './logger.js'
+import { SHUTDOWN_GRACE_MS } from './shutdown.js'
+
+function fail (message: string): never {
+  process.stderr.write(`plant-store: ${message}\n`)
+  process.exit(1)
+}
+
+let loaded: LoadedConfig
+try {
+  loaded = loadConfig()
+} catch (err) {
+  if (err instanceof ConfigError) fail(err.message)
+  throw err
+}
+const { config, generatedToken } = loaded
+
+const app = await buildApp({
+  config,
+  logger: loggerOptions(config),
+  ...(config.database.kind === 'postgres'
+    ? {
+        background: {
+          onFatal: (err: unknown) => {
+            app.log.fatal({ err }, 'migrations failed; stopping')
+            process.exit(1)
+          }
+        }
+      }
+    : {})
+}).catch((err: unknown) => fail(`start-up failed: ${err instanceof Error ? err.message : String(err)}`))
+
+// close-with-grace reports a timeout or a second signal through this
+// logger: pino, so production output stays JSON lines.
+const graceLogger = { error: (msg: unknown) => app.log.error(msg instanceof Error ? { err: msg } : { msg: String(msg) }) }
+
+closeWithGrace({ delay: SHUTDOWN_GRACE_MS, logger: graceLogger }, async ({ signal, err }) => {
+  if (err !== undefined) app.log.error({ err }, 'closing after an error')
+  else app.log.info({ signal }, 'shutting down: finishing in-flight requests')
+  await app.close()
+  app.log.info('stopped')
+})
+
+try {
+  const address = await app.listen({ port: config.port, host: config.host })
+  if (generatedToken !== undefined) {
+    // Printed once, outside the JSON log, for a person trying the service.
+    process.stdout.write(
+      `\nNo API_TOKENS configured: generated a token for this run.\n  Token: ${generatedToken}\n` +
+      `  Try:   curl -X POST ${address}/plants -H 'Authorization: Bearer ${generatedToken}' ` +
+      `-H 'Content-Type: application/json' -d '{"id": 1, "name": "Monstera"}'\n  Docs:  ${address}/docs\n\n`
+    )
+  }
+} catch (err) {
+  app.log.fatal({ err }, 'cannot listen')
+  await app.close().catch(() => {})
+  process.exit(1)
+}

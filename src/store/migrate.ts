@@ -1,0 +1,43 @@
+import Postgrator from 'postgrator'
+import { join } from 'node:path'
+import type { Db } from './db.js'
+import { migrationsDir } from '../paths.js'
+
+// Any constant works; it only has to be the same for every instance.
+const MIGRATION_LOCK = 727_001
+
+export interface MigrationResult {
+  applied: number[]
+  version: number
+}
+
+// Runs the pending migrations in one transaction that first takes a
+// transaction-scoped advisory lock: instances starting together queue on the
+// lock, and the second finds nothing left to do. A failing migration rolls
+// back whole and the error propagates (start-up stops).
+export async function migrate (db: Db): Promise<MigrationResult> {
+  return await db.transaction(async (tx) => {
+    await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
+    const postgrator = new Postgrator({
+      migrationPattern: join(migrationsDir, '*.sql').replaceAll('\\', '/'),
+      driver: 'pg',
+      schemaTable: 'schemaversion',
+      currentSchema: 'public',
+      execQuery: async (query: string) => ({ rows: await tx.query(query) }),
+      execSqlScript: async (script: string) => { await tx.exec(script) }
+    })
+    const applied = await postgrator.migrate()
+    const version = await postgrator.getDatabaseVersion()
+    return { applied: applied.map((m) => m.version), version }
+  })
+}
+
+// The highest "do" version on disk: readiness requires the database to be at it.
+export async function latestVersion (): Promise<number> {
+  const postgrator = new Postgrator({
+    migrationPattern: join(migrationsDir, '*.sql').replaceAll('\\', '/'),
+    driver: 'pg',
+    execQuery: async () => ({ rows: [] })
+  })
+  return await postgrator.getMaxVersion()
+}

@@ -1,0 +1,94 @@
+import pg from 'pg'
+import type { FastifyBaseLogger } from 'fastify'
+import type { Db, QueryOptions, Row, Sql } from './db.js'
+import { asStoreError } from './errors.js'
+
+export interface PostgresOptions {
+  url: string
+  timeoutMs: number
+  log: FastifyBaseLogger
+  poolSize?: number
+}
+
+export function openPostgres ({ url, timeoutMs, log, poolSize = 10 }: PostgresOptions): Db {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: poolSize,
+    application_name: 'plant-store',
+    // Every wait is bounded: checkout/connect, the server-side statement and
+    // the client-side read (a cut network never answers at all).
+    connectionTimeoutMillis: timeoutMs,
+    statement_timeout: timeoutMs,
+    query_timeout: timeoutMs + 1000,
+    idleTimeoutMillis: 30_000,
+    // TCP keepalive probes find a dead server under an idle connection;
+    // the OS default would wait two hours before the first probe.
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000
+  })
+  // An idle client whose server goes away emits here; without a listener the
+  // process would crash. The pool drops that client and opens a new one later.
+  pool.on('error', (err) => log.warn({ err }, 'idle database connection failed'))
+
+  const wrap = (client: pg.Pool | pg.PoolClient): Sql => ({
+    async query<R extends Row = Row>(text: string, params?: unknown[], options?: QueryOptions) {
+      try {
+        const result = options?.name === undefined
+          ? await client.query<R>(text, params)
+          : await client.query<R>({ name: options.name, text, values: params ?? [] })
+        return result.rows
+      } catch (err) {
+        throw asStoreError(err)
+      }
+    },
+    async exec (text: string) {
+      try {
+        await client.query(text)
+      } catch (err) {
+        throw asStoreError(err)
+      }
+    }
+  })
+
+  const poolSql = wrap(pool)
+  return {
+    kind: 'postgres',
+    ...poolSql,
+    async transaction (fn) {
+      let client: pg.PoolClient
+      try {
+        client = await pool.connect()
+      } catch (err) {
+        throw asStoreError(err)
+      }
+      // A checked-out client has no listener of the pool's: a connection
+      // that dies between two statements (postgrator reads files between
+      // them) would emit an unhandled 'error' and crash the process. The
+      // next statement fails on its own; this only keeps the error handled.
+      let lost: Error | undefined
+      const onLost = (err: Error): void => { lost = err }
+      client.on('error', onLost)
+      const tx = wrap(client)
+      let failure: unknown
+      try {
+        await tx.exec('BEGIN')
+        const result = await fn(tx)
+        await tx.exec('COMMIT')
+        return result
+      } catch (err) {
+        failure = err
+        await client.query('ROLLBACK').catch(() => {})
+        throw err
+      } finally {
+        // A client that failed mid-transaction may be broken: destroy it
+        // rather than hand it to the next request.
+        client.removeListener('error', onLost)
+        client.release(lost ?? (failure instanceof Error ? failure : undefined))
+      }
+    },
+    async close () {
+      // Idempotent: a test or a failed start-up may close before shutdown does.
+      if (!pool.ended && !pool.ending) await pool.end()
+    }
+  }
+}
