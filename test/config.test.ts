@@ -1,0 +1,91 @@
+import t from 'tap'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { loadConfig, ConfigError } from '../src/config.js'
+
+t.test('defaults match the contract', async (t) => {
+  const { config, generatedToken } = loadConfig({ API_TOKENS: 'a' })
+  t.same(config, {
+    port: 3000,
+    host: '127.0.0.1',
+    database: { kind: 'pglite', dataDir: './.data/pglite' },
+    apiTokens: ['a'],
+    bodyLimit: 1048576,
+    logLevel: 'info',
+    dbTimeoutMs: 5000,
+    production: false
+  })
+  t.equal(generatedToken, undefined)
+})
+
+t.test('every variable is read', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'plant-config-'))
+  const file = join(dir, 'tokens')
+  writeFileSync(file, 'from-file-1\n\nfrom-file-2\r\n')
+  const { config } = loadConfig({
+    PORT: '8080',
+    HOST: '0.0.0.0',
+    DATABASE_URL: 'postgres://app@db:5432/plants',
+    API_TOKENS: 'one, two,,',
+    API_TOKENS_FILE: file,
+    BODY_LIMIT: '2048',
+    LOG_LEVEL: 'warn',
+    DB_TIMEOUT_MS: '1500',
+    NODE_ENV: 'production'
+  })
+  t.same(config, {
+    port: 8080,
+    host: '0.0.0.0',
+    database: { kind: 'postgres', url: 'postgres://app@db:5432/plants' },
+    apiTokens: ['one', 'two', 'from-file-1', 'from-file-2'],
+    bodyLimit: 2048,
+    logLevel: 'warn',
+    dbTimeoutMs: 1500,
+    production: true
+  })
+})
+
+t.test('PGLITE_DATA_DIR may keep the database in memory', async (t) => {
+  t.same(loadConfig({ API_TOKENS: 'a', PGLITE_DATA_DIR: 'memory://' }).config.database, { kind: 'pglite', dataDir: 'memory://' })
+})
+
+t.test('without tokens: a generated token outside production, refusal in production', async (t) => {
+  const dev = loadConfig({})
+  t.type(dev.generatedToken, 'string')
+  t.ok((dev.generatedToken ?? '').length >= 32, 'long enough to be unguessable')
+  t.same(dev.config.apiTokens, [dev.generatedToken])
+  t.not(loadConfig({}).generatedToken, dev.generatedToken, 'random each start')
+  t.throws(() => loadConfig({ NODE_ENV: 'production' }), /^API_TOKENS: /)
+  t.throws(() => loadConfig({ NODE_ENV: 'production', API_TOKENS: ' , ' }), /^API_TOKENS: /)
+})
+
+t.test('a bad value names the variable', async (t) => {
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [{ PORT: 'abc' }, /^PORT: /],
+    [{ PORT: '70000' }, /^PORT: /],
+    [{ PORT: '3000.5' }, /^PORT: /],
+    [{ BODY_LIMIT: '0' }, /^BODY_LIMIT: /],
+    [{ BODY_LIMIT: 'lots' }, /^BODY_LIMIT: /],
+    [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL: /],
+    [{ DATABASE_URL: 'mysql://x' }, /^DATABASE_URL: /],
+    [{ DATABASE_URL: 'postgres://' }, /^DATABASE_URL: /],
+    [{ DATABASE_URL: 'postgres://exa mple' }, /^DATABASE_URL: /],
+    [{ API_TOKENS_FILE: '/nonexistent/tokens' }, /^API_TOKENS_FILE: cannot read/],
+    [{ DB_TIMEOUT_MS: '-1' }, /^DB_TIMEOUT_MS: /]
+  ]
+  for (const [env, pattern] of cases) {
+    let caught: unknown
+    try { loadConfig({ API_TOKENS: 'a', ...env }) } catch (err) { caught = err }
+    t.ok(caught instanceof ConfigError, `${JSON.stringify(env)} stops start-up`)
+    t.match((caught as Error).message, pattern)
+    t.notMatch((caught as Error).message, /\n/, 'one line')
+  }
+})
+
+t.test('a token file with no token is refused', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'plant-config-'))
+  const file = join(dir, 'empty')
+  writeFileSync(file, '\n\n')
+  t.throws(() => loadConfig({ API_TOKENS_FILE: file }), /^API_TOKENS_FILE: .* holds no token/)
+})

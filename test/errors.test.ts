@@ -1,0 +1,70 @@
+import t from 'tap'
+import { connect } from 'node:net'
+import Fastify from 'fastify'
+import { backends, buildTestApp, assertErrorShape, auth, jsonHeaders } from './helper.js'
+import { errorHandler } from '../src/error-handler.js'
+import { StoreUnavailableError } from '../src/store/errors.js'
+import { HttpError } from '../src/http-error.js'
+
+// The error handler on its own: what reaches the client for each kind of error.
+t.test('error handler', async (t) => {
+  const logged: string[] = []
+  const app = Fastify({ logger: { level: 'trace', stream: { write: (line: string) => { logged.push(line) } } } })
+  app.setErrorHandler(errorHandler)
+  app.get('/crash', async () => { throw new Error('secret detail: SELECT * FROM plants at /srv/app.js:1') })
+  app.get('/db-down', async () => { throw new StoreUnavailableError('connect ECONNREFUSED 10.0.0.1:5432') })
+  app.get('/conflict', async () => { throw new HttpError(409, 'A different plant is already stored with id 1') })
+  app.get('/odd-status', async () => { throw Object.assign(new Error('weird'), { statusCode: 302 }) })
+  t.teardown(() => app.close())
+
+  const crash = await app.inject('/crash')
+  const body = assertErrorShape(t, crash, 500)
+  t.equal(body.message, 'Internal Server Error', 'a generic message')
+  t.notMatch(crash.body, /secret|SELECT|app\.js/, 'no internals in the response')
+  t.ok(logged.some((l) => l.includes('secret detail') && l.includes('"reqId"')), 'details logged with the request id')
+
+  const down = await app.inject('/db-down')
+  assertErrorShape(t, down, 503)
+  t.equal(down.headers['retry-after'], '5')
+  t.notMatch(down.body, /ECONNREFUSED|10\.0\.0\.1/)
+
+  const conflict = await app.inject('/conflict')
+  t.equal(assertErrorShape(t, conflict, 409).message, 'A different plant is already stored with id 1')
+
+  assertErrorShape(t, await app.inject('/odd-status'), 500)
+})
+
+for (const backend of backends()) {
+  t.test(`errors from routing and HTTP on ${backend}`, async (t) => {
+    const { app } = await buildTestApp(t, backend)
+
+    t.test('unknown routes answer 404, with or without a token', async (t) => {
+      assertErrorShape(t, await app.inject('/nope'), 404)
+      assertErrorShape(t, await app.inject({ url: '/nope', headers: auth() }), 404)
+      assertErrorShape(t, await app.inject({ method: 'POST', url: '/plants/1', headers: jsonHeaders(), payload: '{}' }), 404)
+    })
+
+    t.test('a wrong method on /plants answers 404 in the Error shape', async (t) => {
+      for (const method of ['GET', 'PUT', 'DELETE', 'PATCH'] as const) {
+        const res = await app.inject({ method, url: '/plants', headers: auth() })
+        t.ok([404, 405].includes(res.statusCode), method)
+        assertErrorShape(t, res, res.statusCode)
+      }
+    })
+
+    t.test('malformed HTTP gets the Error shape while the connection allows it', async (t) => {
+      await app.listen({ port: 0, host: '127.0.0.1' })
+      const { port } = app.server.address() as { port: number }
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1', () => socket.write('THIS IS NOT HTTP\r\n\r\n'))
+        let data = ''
+        socket.on('data', (chunk) => { data += chunk.toString() })
+        socket.on('end', () => resolve(data))
+        socket.on('error', reject)
+      })
+      t.match(answer, /^HTTP\/1\.1 400 Bad Request\r\n/)
+      t.match(answer, /content-type: application\/json/i)
+      t.same(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)), { error: 400, message: 'Bad Request' })
+    })
+  })
+}

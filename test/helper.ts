@@ -1,0 +1,128 @@
+import { randomUUID } from 'node:crypto'
+import pg from 'pg'
+import type { Test } from 'tap'
+import type { FastifyInstance, FastifyServerOptions } from 'fastify'
+import { buildApp } from '../src/app.js'
+import type { Config } from '../src/config.js'
+
+export const TOKEN = 'test-token-3c1f0b6a'
+export const OTHER_TOKEN = 'second-token-for-rotation'
+
+// Every test file runs on embedded PGlite, and also on PostgreSQL when
+// TEST_DATABASE_URL names a server (CI sets it). Each run gets a database of
+// its own, so files can run in parallel.
+export type BackendName = 'pglite' | 'postgres'
+
+export interface TestDatabase {
+  database: Config['database']
+  // The URL of the database itself (PostgreSQL only), for direct checks.
+  url?: string
+  drop(): Promise<void>
+}
+
+export function backends (): BackendName[] {
+  return process.env.TEST_DATABASE_URL !== undefined && process.env.TEST_DATABASE_URL !== ''
+    ? ['pglite', 'postgres']
+    : ['pglite']
+}
+
+export async function createTestDatabase (backend: BackendName): Promise<TestDatabase> {
+  if (backend === 'pglite') {
+    return { database: { kind: 'pglite', dataDir: 'memory://' }, drop: async () => {} }
+  }
+  const adminUrl = process.env.TEST_DATABASE_URL as string
+  const name = `test_${randomUUID().replaceAll('-', '')}`
+  await withClient(adminUrl, (c) => c.query(`CREATE DATABASE ${name}`))
+  const url = new URL(adminUrl)
+  url.pathname = `/${name}`
+  return {
+    database: { kind: 'postgres', url: url.toString() },
+    url: url.toString(),
+    drop: () => withClient(adminUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => {})
+  }
+}
+
+export async function withClient<T> (url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    return await fn(client)
+  } finally {
+    await client.end()
+  }
+}
+
+export function testConfig (database: Config['database'], overrides: Partial<Config> = {}): Config {
+  return {
+    port: 0,
+    host: '127.0.0.1',
+    database,
+    apiTokens: [TOKEN, OTHER_TOKEN],
+    bodyLimit: 1048576,
+    logLevel: 'silent',
+    dbTimeoutMs: 2000,
+    production: false,
+    ...overrides
+  }
+}
+
+export interface TestApp {
+  app: FastifyInstance
+  backend: BackendName
+  testDb: TestDatabase
+  // Rows as the database holds them, ids as exact decimal text.
+  rows(): Promise<Array<{ id: string, name: string, tag: string | null }>>
+}
+
+interface Teardown { teardown(fn: () => unknown): void }
+
+// Builds the same app the server builds, on a fresh database; closes and
+// drops it when the test ends.
+export async function buildTestApp (
+  t: Teardown,
+  backend: BackendName,
+  overrides: Partial<Config> = {},
+  logger: FastifyServerOptions['logger'] = false
+): Promise<TestApp> {
+  const testDb = await createTestDatabase(backend)
+  const app = await buildApp({ config: testConfig(testDb.database, overrides), logger })
+  await app.ready()
+  t.teardown(async () => {
+    await app.close()
+    await testDb.drop()
+  })
+  return {
+    app,
+    backend,
+    testDb,
+    rows: () => app.store.db.query<{ id: string, name: string, tag: string | null }>(
+      'SELECT id::text AS id, name, tag FROM plants ORDER BY id'
+    )
+  }
+}
+
+export const auth = (token = TOKEN): Record<string, string> => ({ authorization: `Bearer ${token}` })
+
+export const jsonHeaders = (token = TOKEN): Record<string, string> => ({
+  ...auth(token),
+  'content-type': 'application/json'
+})
+
+// POST /plants with a raw body string, authorised and typed as JSON.
+export async function postPlant (app: FastifyInstance, body: string, headers: Record<string, string> = jsonHeaders()) {
+  return await app.inject({ method: 'POST', url: '/plants', headers, payload: body })
+}
+
+export function assertErrorShape (
+  t: Pick<Test, 'equal' | 'ok' | 'same'>,
+  res: { statusCode: number, headers: Record<string, unknown>, body: string },
+  status: number
+): { error: number, message: string } {
+  t.equal(res.statusCode, status, `status ${status}`)
+  t.ok(String(res.headers['content-type']).startsWith('application/json'), 'Error body is JSON')
+  const body = JSON.parse(res.body) as { error: number, message: string }
+  t.same(Object.keys(body).sort(), ['error', 'message'], 'exactly error and message')
+  t.equal(body.error, status, 'error equals the HTTP status')
+  t.ok(typeof body.message === 'string' && body.message.length > 0, 'non-empty message')
+  return body
+}

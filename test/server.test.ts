@@ -1,0 +1,74 @@
+import t, { type Test } from 'tap'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { freePort, stageRuntime, startBuiltServer, type ServerProcess } from './support/built-server.js'
+
+const TOKEN = 'process-test-token'
+const create = async (url: string, body: unknown, token = TOKEN) => {
+  const res = await fetch(`${url}/plants`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body)
+  })
+  return { status: res.status, body: await res.text() }
+}
+
+let runtime: string
+t.before(async () => { runtime = await stageRuntime() })
+
+// Starts the built server on a free port and waits until it is ready.
+async function start (t: Test, env: Record<string, string>): Promise<ServerProcess & { url: string }> {
+  const port = await freePort()
+  const server = startBuiltServer(t, runtime, { LOG_LEVEL: 'info', PORT: String(port), ...env })
+  const url = `http://127.0.0.1:${port}`
+  await server.waitFor(`${url}/health/ready`)
+  return Object.assign(server, { url })
+}
+
+t.test('the server keeps plants across a SIGTERM and a restart on the same PGlite directory', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'plant-store-data-'))
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
+  const env = { API_TOKENS: TOKEN, PGLITE_DATA_DIR: dataDir }
+
+  const first = await start(t, env)
+  t.same(await create(first.url, { id: 9007199254740993n.toString(), name: 'x' }).then((r) => r.status), 400, 'a string id is refused')
+  const created = await create(first.url, { id: 42, name: 'Kept', tag: 'persist' })
+  t.same(created, { status: 200, body: '{"name":"Kept","tag":"persist"}' })
+  t.same(await first.stop('SIGTERM'), { code: 0, signal: null }, 'exits 0 on SIGTERM')
+  t.match(first.stdout(), /shutting down/)
+
+  const second = await start(t, env)
+  t.same(await create(second.url, { id: 42, name: 'Kept', tag: 'persist' }), { status: 200, body: '{"name":"Kept","tag":"persist"}' }, 'the same plant replays')
+  const conflict = await create(second.url, { id: 42, name: 'Replaced' })
+  t.equal(conflict.status, 409, 'a conflicting create after restart answers 409')
+  t.same(await second.stop('SIGINT'), { code: 0, signal: null }, 'exits 0 on SIGINT')
+})
+
+t.test('without a configured token a random one is generated and printed once', async (t) => {
+  const server = await start(t, { PGLITE_DATA_DIR: 'memory://' })
+  const output = server.stdout() + server.stderr()
+  const printed = /Token: (\S+)/.exec(output)?.[1]
+  t.ok(printed, 'a token is printed')
+  t.equal(output.split(printed as string).length - 1, 2, 'printed in the token line and the curl example only')
+  t.equal((await create(server.url, { id: 1, name: 'a' }, printed)).status, 200, 'the printed token works')
+  t.equal((await create(server.url, { id: 2, name: 'a' }, 'guess')).status, 401)
+  t.same(await server.stop(), { code: 0, signal: null })
+})
+
+t.test('a bad setting stops start-up with one line naming the variable', async (t) => {
+  for (const [env, name] of [
+    [{ PORT: 'abc' }, 'PORT'],
+    [{ DATABASE_URL: 'not a url' }, 'DATABASE_URL'],
+    [{ API_TOKENS_FILE: '/nonexistent/tokens' }, 'API_TOKENS_FILE'],
+    [{ NODE_ENV: 'production' }, 'API_TOKENS']
+  ] as Array<[Record<string, string>, string]>) {
+    const server = startBuiltServer(t, runtime, { PGLITE_DATA_DIR: 'memory://', ...env })
+    const { code } = await server.exited
+    const output = server.stdout() + server.stderr()
+    t.not(code, 0, `${name}: non-zero exit`)
+    const lines = output.trim().split('\n')
+    t.equal(lines.length, 1, `${name}: one line`)
+    t.match(lines[0], new RegExp(`^plant-store: ${name}: `))
+  }
+})
