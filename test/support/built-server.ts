@@ -1,0 +1,157 @@
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { once } from 'node:events'
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { join, relative } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { fileURLToPath } from 'node:url'
+
+export const root = fileURLToPath(new URL('../..', import.meta.url))
+
+// The runtime the image holds, laid out as the Dockerfile's last stage lays
+// it out: package.json, dist/ compiled from this tree, migrations/ beside it.
+// Dependencies resolve from the project's node_modules above. Each test file
+// that needs it calls stageRuntime() once; the build is keyed by a hash of
+// its inputs, so parallel test files share one compile and never write the
+// files another file's server is running from.
+const cacheDir = join(root, 'node_modules', '.cache', 'plant-store-runtime')
+const inputs = ['src', 'plugins', 'routes', 'migrations', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json']
+const BUILD_WAIT_MS = 180_000
+
+function listFiles (path: string): string[] {
+  if (!statSync(path).isDirectory()) return [path]
+  return readdirSync(path).sort().flatMap((name) => listFiles(join(path, name)))
+}
+
+function inputsHash (): string {
+  const hash = createHash('sha256')
+  for (const file of inputs.flatMap((p) => listFiles(join(root, p)))) {
+    hash.update(relative(root, file)).update('\0').update(readFileSync(file)).update('\0')
+  }
+  return hash.digest('hex').slice(0, 16)
+}
+
+export async function stageRuntime (): Promise<string> {
+  const dir = join(cacheDir, inputsHash())
+  const lock = `${dir}.lock`
+  mkdirSync(cacheDir, { recursive: true })
+  const started = Date.now()
+  while (!existsSync(dir)) {
+    if (Date.now() - started > BUILD_WAIT_MS) throw new Error(`no runtime build at ${dir} after ${BUILD_WAIT_MS} ms`)
+    try {
+      mkdirSync(lock)
+    } catch {
+      // Another test file is compiling; a lock left by a killed run goes stale.
+      if (existsSync(lock) && Date.now() - statSync(lock).mtimeMs > BUILD_WAIT_MS) rmSync(lock, { recursive: true, force: true })
+      await sleep(250)
+      continue
+    }
+    try {
+      const partial = `${dir}.partial`
+      rmSync(partial, { recursive: true, force: true })
+      mkdirSync(partial)
+      execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', join(partial, 'dist')], { cwd: root, stdio: 'inherit' })
+      cpSync(join(root, 'migrations'), join(partial, 'migrations'), { recursive: true })
+      cpSync(join(root, 'package.json'), join(partial, 'package.json'))
+      renameSync(partial, dir)
+    } finally {
+      rmSync(lock, { recursive: true, force: true })
+    }
+  }
+  return dir
+}
+
+export async function freePort (): Promise<number> {
+  const server = createServer()
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  const address = server.address()
+  server.close()
+  await once(server, 'close')
+  if (address === null || typeof address === 'string') throw new Error('no port')
+  return address.port
+}
+
+export interface Exit { code: number | null, signal: NodeJS.Signals | null }
+
+export interface ServerProcess {
+  child: ChildProcess
+  stdout(): string
+  stderr(): string
+  exited: Promise<Exit>
+  signal(signal: NodeJS.Signals): void
+  // Polls GET url until it answers 200; throws when the process exits first.
+  waitFor(url: string, timeoutMs?: number): Promise<void>
+  stop(signal?: NodeJS.Signals): Promise<Exit>
+}
+
+interface Teardown { teardown(fn: () => unknown): void }
+
+// Runs argv (node first) in cwd with exactly env (plus PATH), as a container
+// would; the test's teardown kills whatever is still running.
+export function spawnProcess (t: Teardown, argv: string[], cwd: string, env: Record<string, string>): ServerProcess {
+  const [command, ...args] = argv
+  const child = spawn(command === 'node' ? process.execPath : command as string, args, {
+    cwd,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  let out = ''
+  let err = ''
+  child.stdout?.on('data', (d: Buffer) => { out += d.toString() })
+  child.stderr?.on('data', (d: Buffer) => { err += d.toString() })
+  const exited = new Promise<Exit>((resolve) => {
+    child.once('close', (code, signal) => resolve({ code, signal }))
+  })
+  t.teardown(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL')
+      await exited
+    }
+  })
+  const alive = (): boolean => child.exitCode === null && child.signalCode === null
+  return {
+    child,
+    stdout: () => out,
+    stderr: () => err,
+    exited,
+    signal: (signal) => { if (alive()) child.kill(signal) },
+    async waitFor (url, timeoutMs = 90_000) {
+      const started = Date.now()
+      while (Date.now() - started < timeoutMs) {
+        if (!alive()) throw new Error(`exited before ${url} answered 200:\n${out}\n${err}`)
+        const status = await fetch(url, { signal: AbortSignal.timeout(2000) }).then((r) => r.status, () => 0)
+        if (status === 200) return
+        await sleep(200)
+      }
+      throw new Error(`${url} did not answer 200 within ${timeoutMs} ms:\n${out}\n${err}`)
+    },
+    async stop (signal = 'SIGTERM') {
+      if (alive()) child.kill(signal)
+      return await exited
+    }
+  }
+}
+
+// The built server, started as the image's CMD starts it.
+export function startBuiltServer (t: Teardown, runtimeDir: string, env: Record<string, string>): ServerProcess {
+  return spawnProcess(t, ['node', 'dist/src/server.js'], runtimeDir, env)
+}
+
+// Output split into lines, each parsed as JSON where it is JSON.
+export function jsonLines (text: string): { lines: Array<Record<string, unknown>>, other: string[] } {
+  const lines: Array<Record<string, unknown>> = []
+  const other: string[] = []
+  for (const line of text.split('\n')) {
+    if (line === '') continue
+    try {
+      const value: unknown = JSON.parse(line)
+      if (value !== null && typeof value === 'object' && !Array.isArray(value)) lines.push(value as Record<string, unknown>)
+      else other.push(line)
+    } catch {
+      other.push(line)
+    }
+  }
+  return { lines, other }
+}
