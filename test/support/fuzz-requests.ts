@@ -1,0 +1,130 @@
+import fc from 'fast-check'
+import { OTHER_TOKEN, TOKEN } from '../helper.js'
+
+// Generated requests for POST /plants (and a few other routes): bodies,
+// content types and Authorization headers from plausible to garbage.
+export interface FuzzRequest {
+  method: string
+  url: string
+  authorization?: string
+  contentType?: string
+  payload?: string | Buffer
+  // Set when the body is a plant object we built: the id as decimal text.
+  id?: string
+}
+
+const printable = (maxLength: number): fc.Arbitrary<string> =>
+  fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength })
+
+export const authorizationArb: fc.Arbitrary<string | undefined> = fc.oneof(
+  { arbitrary: fc.constantFrom(`Bearer ${TOKEN}`, `bearer ${TOKEN}`, `BEARER ${OTHER_TOKEN}`, `Bearer  ${TOKEN} `), weight: 6 },
+  fc.constant(undefined),
+  fc.constantFrom(
+    `Bearer ${TOKEN.slice(0, -1)}`, `Bearer ${TOKEN}x`, `Bearer x${TOKEN}`, `Basic ${TOKEN}`, TOKEN,
+    'Bearer', 'Bearer ', `Bearer ${TOKEN},${OTHER_TOKEN}`, `Bearer\t${TOKEN}`, `Token ${TOKEN}`
+  ),
+  printable(80),
+  printable(80).map((s) => `Bearer ${s}`)
+)
+
+export const contentTypeArb: fc.Arbitrary<string | undefined> = fc.oneof(
+  { arbitrary: fc.constantFrom('application/json', 'application/json; charset=utf-8', 'Application/JSON;charset=UTF-8'), weight: 6 },
+  fc.constant(undefined),
+  fc.constantFrom(
+    'application/json; charset=latin1', 'application/json;', 'application/json; charset=', 'application/jsonx',
+    'text/json', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x',
+    'application/*', '*/*', ';', '', 'application/json, text/plain', 'application/merge-patch+json'
+  ),
+  printable(60)
+)
+
+const hostileKey = fc.oneof(
+  fc.constantFrom('__proto__', 'constructor', 'prototype', 'toString', 'valueOf', 'hasOwnProperty', 'id', 'name', 'tag', ''),
+  fc.string({ unit: 'binary', maxLength: 12 })
+)
+
+// JSON text of an id, whole or not, in range or not, or not a number at all.
+const idTextArb: fc.Arbitrary<string> = fc.oneof(
+  fc.integer({ min: 0, max: 40 }).map(String),
+  fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }).map(String),
+  fc.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }).map(String),
+  fc.double().map((d) => JSON.stringify(d) ?? 'null'),
+  fc.constantFrom('7.0', '7e2', '-0', '1e400', '-1e400', '1e-400', '9223372036854775808', '-9223372036854775809',
+    '9007199254740993.5', '"7"', 'null', 'true', '[]', '{}', '0x10', '07', '+7', '.5', '1.', 'NaN', 'Infinity')
+)
+
+const stringTextArb: fc.Arbitrary<string> = fc.oneof(
+  { arbitrary: fc.string({ maxLength: 30 }).map((s) => JSON.stringify(s)), weight: 4 },
+  fc.string({ unit: 'binary', maxLength: 30 }).map((s) => JSON.stringify(s)),
+  fc.constantFrom('"\\u0000"', '"\\ud800"', '"a\\udc00b"', '""', 'null', '1', 'true', '[]', '{}', '"\\x"', '"unterminated')
+)
+
+// A plant-shaped object as JSON text: fields present or not, of any type,
+// plus unknown and prototype-named keys, in random order.
+const plantArb: fc.Arbitrary<{ text: string, id: string }> = fc.record({
+  id: fc.option(idTextArb, { nil: undefined, freq: 10 }),
+  name: fc.option(stringTextArb, { nil: undefined, freq: 10 }),
+  tag: fc.option(stringTextArb, { nil: undefined, freq: 2 }),
+  extra: fc.array(fc.tuple(hostileKey, fc.jsonValue({ maxDepth: 3 })), { maxLength: 4 })
+}).chain((r) => {
+  const members: string[] = []
+  if (r.id !== undefined) members.push(`"id": ${r.id}`)
+  if (r.name !== undefined) members.push(`"name": ${r.name}`)
+  if (r.tag !== undefined) members.push(`"tag": ${r.tag}`)
+  for (const [key, value] of r.extra) members.push(`${JSON.stringify(key)}: ${JSON.stringify(value)}`)
+  return fc.shuffledSubarray(members, { minLength: members.length, maxLength: members.length })
+    .map((ordered) => ({ text: `{${ordered.join(', ')}}`, id: r.id ?? '' }))
+})
+
+// One edit of a text: a character dropped, doubled or replaced.
+const mutated = (text: fc.Arbitrary<string>): fc.Arbitrary<string> =>
+  fc.tuple(text, fc.nat(), fc.constantFrom('drop', 'double', 'replace'), fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }))
+    .map(([s, n, how, c]) => {
+      const i = s.length === 0 ? 0 : n % s.length
+      if (how === 'drop') return s.slice(0, i) + s.slice(i + 1)
+      if (how === 'double') return s.slice(0, i + 1) + s.slice(i)
+      return s.slice(0, i) + c + s.slice(i + 1)
+    })
+
+const bodyArb: fc.Arbitrary<{ payload?: string | Buffer, id?: string }> = fc.oneof(
+  { arbitrary: plantArb.map(({ text, id }) => ({ payload: text, id })), weight: 8 },
+  { arbitrary: mutated(plantArb.map((p) => p.text)).map((payload) => ({ payload })), weight: 2 },
+  fc.json({ maxDepth: 4 }).map((payload) => ({ payload })),
+  fc.string({ unit: 'binary', maxLength: 60 }).map((payload) => ({ payload })),
+  fc.uint8Array({ maxLength: 60 }).map((bytes) => ({ payload: Buffer.from(bytes) })),
+  // Invalid UTF-8 inside an otherwise good plant.
+  fc.uint8Array({ minLength: 1, maxLength: 4 }).map((bytes) => ({
+    payload: Buffer.concat([Buffer.from('{"id": 1, "name": "'), Buffer.from(bytes.map((b) => b | 0x80)), Buffer.from('"}')])
+  })),
+  fc.constant({}),
+  fc.constantFrom('{}', '[]', 'null', '"plant"', '1', '{"id": 1, "name": "x", "id": 1}', '{"id": 1, "name": "x"} {}')
+    .map((payload) => ({ payload }))
+)
+
+const routeArb = fc.oneof(
+  { arbitrary: fc.constant({ method: 'POST', url: '/plants' }), weight: 20 },
+  fc.constantFrom(
+    { method: 'GET', url: '/plants' }, { method: 'PUT', url: '/plants' }, { method: 'DELETE', url: '/plants' },
+    { method: 'POST', url: '/plants/' }, { method: 'POST', url: '/plants?id=1' }, { method: 'POST', url: '/PLANTS' },
+    { method: 'POST', url: '/nowhere' }, { method: 'GET', url: '/health/live' }, { method: 'POST', url: '/health/ready' }
+  )
+)
+
+export const fuzzRequestArb: fc.Arbitrary<FuzzRequest> = fc.record({
+  route: routeArb,
+  authorization: authorizationArb,
+  contentType: contentTypeArb,
+  body: bodyArb
+}).map(({ route, authorization, contentType, body }) => ({
+  ...route,
+  ...(authorization === undefined ? {} : { authorization }),
+  ...(contentType === undefined ? {} : { contentType }),
+  ...body
+}))
+
+// What the contract says about the token alone: the scheme is
+// case-insensitive and the token must be exactly a configured one.
+export function carriesValidToken (authorization: string | undefined): boolean {
+  if (authorization === undefined || !/^bearer /i.test(authorization)) return false
+  return [TOKEN, OTHER_TOKEN].includes(authorization.slice('bearer '.length).trim())
+}
