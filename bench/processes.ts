@@ -1,0 +1,107 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+
+export interface Server {
+  name: string
+  url: string
+  child: ChildProcess
+  // Highest resident set seen by polling, in bytes.
+  maxRss(): number
+  // The kernel's own high-water mark of the resident set, in bytes.
+  peakRss(): number
+  stop(): Promise<void>
+}
+
+export async function freePort (): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const probe = createServer()
+    probe.once('error', reject)
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address()
+      probe.close(() => { typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port')) })
+    })
+  })
+}
+
+function statusKb (pid: number, field: 'VmRSS' | 'VmHWM'): number {
+  try {
+    const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+    return match === null ? 0 : Number(match[1]) * 1024
+  } catch {
+    return 0
+  }
+}
+
+// Starts `node args…` on 127.0.0.1 and waits until GET /health/ready answers 200.
+export async function startServer (name: string, args: string[], env: Record<string, string>): Promise<Server> {
+  const port = await freePort()
+  const child = spawn(process.execPath, args, {
+    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  const output: string[] = []
+  const keep = (chunk: Buffer): void => { output.push(chunk.toString()); if (output.length > 50) output.shift() }
+  child.stdout?.on('data', keep)
+  child.stderr?.on('data', keep)
+  let exited = false
+  const exit = new Promise<void>((resolve) => child.once('exit', () => { exited = true; resolve() }))
+
+  const pid = child.pid as number
+  let max = 0
+  let peak = 0
+  const poll = setInterval(() => {
+    max = Math.max(max, statusKb(pid, 'VmRSS'))
+    peak = Math.max(peak, statusKb(pid, 'VmHWM'))
+  }, 200)
+  poll.unref()
+
+  const url = `http://127.0.0.1:${port}`
+  const deadline = Date.now() + 90_000
+  for (;;) {
+    if (exited) throw new Error(`${name} exited during start-up:\n${output.join('')}`)
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL')
+      throw new Error(`${name} not ready after 90 s:\n${output.join('')}`)
+    }
+    const ready = await fetch(`${url}/health/ready`).then((r) => r.status === 200, () => false)
+    if (ready) break
+    await sleep(200)
+  }
+
+  return {
+    name,
+    url,
+    child,
+    maxRss: () => Math.max(max, statusKb(pid, 'VmRSS')),
+    peakRss: () => Math.max(peak, statusKb(pid, 'VmHWM')),
+    async stop () {
+      clearInterval(poll)
+      if (exited) return
+      child.kill('SIGTERM')
+      const killed = await Promise.race([exit.then(() => false), sleep(20_000).then(() => true)])
+      if (killed) {
+        child.kill('SIGKILL')
+        await exit
+      }
+    }
+  }
+}
+
+// Runs `node args…` to the end; resolves with its peak resident set (bytes)
+// as last polled, and its duration.
+export async function runToEnd (name: string, args: string[], env: Record<string, string>): Promise<{ peakRss: number, seconds: number }> {
+  const started = performance.now()
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const output: string[] = []
+  child.stdout?.on('data', (chunk: Buffer) => output.push(chunk.toString()))
+  child.stderr?.on('data', (chunk: Buffer) => output.push(chunk.toString()))
+  let peak = 0
+  const pid = child.pid as number
+  const poll = setInterval(() => { peak = Math.max(peak, statusKb(pid, 'VmHWM')) }, 50)
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
+  clearInterval(poll)
+  if (code !== 0) throw new Error(`${name} failed (exit ${code}):\n${output.join('')}`)
+  return { peakRss: peak, seconds: (performance.now() - started) / 1000 }
+}
