@@ -5,8 +5,8 @@ import type { Config } from './config.js'
 import { sharedSchemas } from './schemas.js'
 import { parseJsonBody } from './json.js'
 import { validatorCompiler } from './validation.js'
-import { errorHandler, notFoundHandler } from './error-handler.js'
-import { clientErrorHandler, closeIfBodyUnread } from './client-error.js'
+import { errorHandler, frameworkErrorHandler, notFoundHandler } from './error-handler.js'
+import { answerUnmetExpectation, clientErrorHandler, closeIfBodyUnread, requireHostHeader } from './client-error.js'
 import { genReqId } from './request-id.js'
 import { connectionLimits, serverTimeouts, type ServerTimeouts } from './server-timeouts.js'
 import { refuseWhileClosing } from './shutdown.js'
@@ -33,14 +33,18 @@ export function serverOptions (
   logger: FastifyServerOptions['logger'],
   timeouts: ServerTimeouts = serverTimeouts(config)
 ): FastifyHttpOptions<Server> {
+  const limits = connectionLimits(timeouts)
   return {
     logger,
     bodyLimit: config.bodyLimit,
     genReqId,
     requestIdHeader: false,
     clientErrorHandler,
+    frameworkErrors: frameworkErrorHandler,
     // Bound slow and oversized clients: see src/server-timeouts.ts.
-    ...connectionLimits(timeouts),
+    ...limits,
+    // Node's Host check answers with an empty body: requireHostHeader does it.
+    http: { ...limits.http, requireHostHeader: false },
     // Opening embedded PGlite compiles WebAssembly and runs initdb: seconds, not ms.
     pluginTimeout: 60_000,
     // Fastify's own 503 during close has a body outside the contract:
@@ -72,7 +76,9 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
+    requireHostHeader(request)
   })
+  app.server.on('checkExpectation', answerUnmetExpectation)
   app.addHook('onSend', closeIfBodyUnread)
   refuseWhileClosing(app)
 

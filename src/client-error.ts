@@ -1,6 +1,8 @@
-import { STATUS_CODES } from 'node:http'
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { errorBody } from './error-handler.js'
+import { HttpError } from './http-error.js'
 
 // Answers HTTP that Node's parser rejected before Fastify saw a request
 // (bad request line, oversized headers, timeouts) in the Error shape, when
@@ -16,7 +18,7 @@ export function clientErrorHandler (err: Error & { code?: string }, socket: Sock
   const status = err.code === 'HPE_HEADER_OVERFLOW'
     ? 431
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
-  const body = JSON.stringify({ error: status, message: STATUS_CODES[status] })
+  const body = JSON.stringify(errorBody(status))
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n` +
     'Content-Type: application/json; charset=utf-8\r\n' +
@@ -32,4 +34,25 @@ export function clientErrorHandler (err: Error & { code?: string }, socket: Sock
 export function closeIfBodyUnread (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void): void {
   if (request.raw.complete === false) reply.header('connection', 'close')
   done(null, payload)
+}
+
+// Node answers an Expect other than 100-continue with an empty 417 of its
+// own unless someone listens; this answers it in the Error shape.
+export function answerUnmetExpectation (req: IncomingMessage, res: ServerResponse): void {
+  const body = JSON.stringify(errorBody(417, 'Only "Expect: 100-continue" is supported'))
+  res.writeHead(417, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(body),
+    connection: 'close'
+  })
+  res.end(body)
+}
+
+// HTTP/1.1 requires a Host header (RFC 9112 3.2). Node's own check answers
+// with an empty 400, so it is turned off (src/app.ts) and made here.
+export function requireHostHeader (request: FastifyRequest): void {
+  const { httpVersionMajor, httpVersionMinor } = request.raw
+  if (httpVersionMajor === 1 && httpVersionMinor >= 1 && request.headers.host === undefined) {
+    throw new HttpError(400, 'An HTTP/1.1 request needs a Host header')
+  }
 }

@@ -35,6 +35,13 @@ export function errorHandler (err: FastifyError, request: FastifyRequest, reply:
   reply.code(status).type('application/json; charset=utf-8').send(errorBody(status, message))
 }
 
+// Errors Fastify raises before routing (a URL that does not decode): no
+// hook has run, so the request id header is set here.
+export function frameworkErrorHandler (err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  reply.header('x-request-id', request.id)
+  errorHandler(err, request, reply)
+}
+
 export function notFoundHandler (request: FastifyRequest, reply: FastifyReply): void {
   const route = `${request.method} ${request.url}`.slice(0, 200)
   reply.code(404).type('application/json; charset=utf-8').send(errorBody(404, `Route ${route} not found`))

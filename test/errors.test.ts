@@ -1,7 +1,8 @@
 import t from 'tap'
 import { connect } from 'node:net'
 import Fastify from 'fastify'
-import { backends, buildTestApp, assertErrorShape, auth, jsonHeaders } from './helper.js'
+import { backends, buildTestApp, assertErrorShape, auth, jsonHeaders, TOKEN } from './helper.js'
+import { parseRawResponse, rawExchange } from './support/http.js'
 import { errorHandler } from '../src/error-handler.js'
 import { StoreUnavailableError } from '../src/store/errors.js'
 import { HttpError } from '../src/http-error.js'
@@ -65,6 +66,23 @@ for (const backend of backends()) {
       t.match(answer, /^HTTP\/1\.1 400 Bad Request\r\n/)
       t.match(answer, /content-type: application\/json/i)
       t.same(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)), { error: 400, message: 'Bad Request' })
+
+      // What Node or Fastify would otherwise answer on their own, outside
+      // the Error shape: a URL that does not decode, HTTP/1.1 without Host,
+      // an Expect other than 100-continue.
+      const cases: Array<[string, string, number]> = [
+        ['a URL that does not percent-decode', `POST /plants%ZZ HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`, 400],
+        ['an HTTP/1.1 request without Host', 'GET /health/live HTTP/1.1\r\nConnection: close\r\n\r\n', 400],
+        ['an Expect other than 100-continue', `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nContent-Type: application/json\r\nExpect: foo\r\nContent-Length: 2\r\n\r\n{}`, 417]
+      ]
+      for (const [what, raw, status] of cases) {
+        const res = parseRawResponse((await rawExchange(port, [{ data: raw }], 5000)).response)
+        t.ok(res !== undefined, `${what}: an answer`)
+        if (res === undefined) continue
+        assertErrorShape(t, { statusCode: res.status, headers: res.headers, body: res.body }, status)
+      }
+      const http10 = parseRawResponse((await rawExchange(port, [{ data: 'GET /health/live HTTP/1.0\r\n\r\n' }], 5000)).response)
+      t.equal(http10?.status, 200, 'HTTP/1.0 needs no Host')
     })
   })
 }
