@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
 import { Type, type Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import { makeWritableDirectory } from './directory.js'
 
 const LogLevel = Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)))
 
@@ -103,6 +104,19 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
     production
   }
   return generatedToken === undefined ? { config } : { config, generatedToken }
+}
+
+// The embedded database's directory, made (or checked) before PGlite opens
+// it, so that a path the service cannot use stops start-up with a line
+// naming the variable. Kept out of loadConfig, which creates nothing.
+export function preparePgliteDataDir (database: Config['database']): void {
+  if (database.kind !== 'pglite' || database.dataDir.startsWith('memory://')) return
+  try {
+    makeWritableDirectory(database.dataDir)
+  } catch (err) {
+    const reason = (err as NodeJS.ErrnoException).code ?? (err as Error).message
+    throw new ConfigError(`PGLITE_DATA_DIR: cannot use ${database.dataDir} as the database directory (${reason})`)
+  }
 }
 
 function splitTokens (text: string): string[] {

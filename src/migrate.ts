@@ -1,5 +1,5 @@
 import pino from 'pino'
-import { ConfigError, databaseConfig, readEnv } from './config.js'
+import { ConfigError, databaseConfig, preparePgliteDataDir, readEnv } from './config.js'
 import { openPglite } from './store/pglite.js'
 import { openPostgres } from './store/postgres.js'
 import { migrate } from './store/migrate.js'
@@ -10,6 +10,7 @@ const log = pino({ level: 'info' })
 try {
   const env = readEnv()
   const database = databaseConfig(env)
+  preparePgliteDataDir(database)
   const db = database.kind === 'postgres'
     ? openPostgres({ url: database.url, timeoutMs: env.DB_TIMEOUT_MS, log })
     : await openPglite(database.dataDir)

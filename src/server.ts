@@ -1,5 +1,5 @@
 import closeWithGrace from 'close-with-grace'
-import { ConfigError, loadConfig, type LoadedConfig } from './config.js'
+import { ConfigError, loadConfig, preparePgliteDataDir, type LoadedConfig } from './config.js'
 import { buildApp } from './app.js'
 import { loggerOptions } from './logger.js'
 import { SHUTDOWN_GRACE_MS } from './shutdown.js'
@@ -12,6 +12,7 @@ function fail (message: string): never {
 let loaded: LoadedConfig
 try {
   loaded = loadConfig()
+  preparePgliteDataDir(loaded.config.database)
 } catch (err) {
   if (err instanceof ConfigError) fail(err.message)
   throw err

@@ -61,7 +61,11 @@ t.test('a bad setting stops start-up with one line naming the variable', async (
     [{ PORT: 'abc' }, 'PORT'],
     [{ DATABASE_URL: 'not a url' }, 'DATABASE_URL'],
     [{ API_TOKENS_FILE: '/nonexistent/tokens' }, 'API_TOKENS_FILE'],
-    [{ NODE_ENV: 'production' }, 'API_TOKENS']
+    [{ NODE_ENV: 'production' }, 'API_TOKENS'],
+    // A file where the directory should be, and a parent that refuses new
+    // entries (procfs, where Node's recursive mkdir would spin forever).
+    [{ PGLITE_DATA_DIR: join(runtime, 'package.json') }, 'PGLITE_DATA_DIR'],
+    [{ PGLITE_DATA_DIR: '/proc/plant-store/data' }, 'PGLITE_DATA_DIR']
   ] as Array<[Record<string, string>, string]>) {
     const server = startBuiltServer(t, runtime, { PGLITE_DATA_DIR: 'memory://', ...env })
     const { code } = await server.exited

@@ -1,8 +1,8 @@
-import { mkdirSync } from 'node:fs'
 import { setFlagsFromString } from 'node:v8'
 import { PGlite } from '@electric-sql/pglite'
 import type { Db, Row, Sql } from './db.js'
 import { asStoreError } from './errors.js'
+import { makeWritableDirectory } from '../directory.js'
 
 // PostgreSQL's default 128 MB of shared buffers is touched at start-up
 // inside the WebAssembly memory, so it is resident from the first second:
@@ -18,7 +18,7 @@ const PGLITE_MAX_CONNECTIONS = 8
 // The embedded database: PostgreSQL compiled to WebAssembly, in this process.
 // One PGlite instance may open a data directory at a time.
 export async function openPglite (dataDir: string): Promise<Db> {
-  if (!dataDir.startsWith('memory://')) mkdirSync(dataDir, { recursive: true })
+  if (!dataDir.startsWith('memory://')) makeWritableDirectory(dataDir)
   // V8 tiers PGlite's hot WebAssembly functions up to TurboFan in the
   // background; that held ~80 MB more resident memory and gave no
   // measurable throughput under `npm run bench` (bench/RESULTS.md), so the

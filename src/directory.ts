@@ -1,0 +1,17 @@
+import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs'
+import { dirname, resolve } from 'node:path'
+
+// Creates a directory and its missing parents, and checks it is writable.
+// Parents are made one at a time: Node 20's mkdirSync(dir, { recursive })
+// spins forever where a parent exists but refuses new entries with ENOENT
+// (as /proc does), and a start-up that hangs tells an operator nothing.
+export function makeWritableDirectory (dir: string): void {
+  const path = resolve(dir)
+  if (!existsSync(path)) {
+    const parent = dirname(path)
+    if (parent !== path) makeWritableDirectory(parent)
+    mkdirSync(path)
+  }
+  if (!statSync(path).isDirectory()) throw new Error(`${path} is not a directory`)
+  accessSync(path, constants.W_OK)
+}
