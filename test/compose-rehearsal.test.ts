@@ -4,6 +4,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { backends, createTestDatabase, withClient, type BackendName } from './helper.js'
+import { needsPostgres } from './support/postgres.js'
 import { environmentOf, healthcheckArgv, readCompose, root, secretMounts, service } from './support/compose-file.js'
 import { execForm, last, parseDockerfile, splitFlags, stagesOf, type Stage } from './support/dockerfile.js'
 import { freePort, jsonLines, spawnProcess, stageRuntime, startBuiltServer, type ServerProcess } from './support/built-server.js'
@@ -149,40 +150,38 @@ t.test('under NODE_ENV=production a missing or empty secret stops start-up with 
   }
 })
 
-if (backends().includes('postgres')) {
-  t.test('--scale app=3: three instances start together and migrate once', async (t) => {
-    const testDb = await createTestDatabase('postgres' satisfies BackendName)
-    t.teardown(() => testDb.drop())
-    const replicas = await Promise.all([0, 1, 2].map(async () => await rehearsal(t, { url: testDb.url as string })))
-    const servers = replicas.map((r) => startBuiltServer(t, runtime, r.env))
-    await Promise.all(servers.map(async (s, i) => { await s.waitFor(`http://127.0.0.1:${(replicas[i] as Rehearsal).port}/health/ready`) }))
+t.test('--scale app=3: three instances start together and migrate once', { skip: needsPostgres }, async (t) => {
+  const testDb = await createTestDatabase('postgres' satisfies BackendName)
+  t.teardown(() => testDb.drop())
+  const replicas = await Promise.all([0, 1, 2].map(async () => await rehearsal(t, { url: testDb.url as string })))
+  const servers = replicas.map((r) => startBuiltServer(t, runtime, r.env))
+  await Promise.all(servers.map(async (s, i) => { await s.waitFor(`http://127.0.0.1:${(replicas[i] as Rehearsal).port}/health/ready`) }))
 
-    for (const [i, r] of replicas.entries()) {
-      t.equal((await post(r.port, r.token, `{"id": ${i + 1}, "name": "replica"}`)).status, 200, `replica ${i}: a create`)
-    }
-    // Same plant through another replica: a replay, not a duplicate.
-    t.equal((await post((replicas[2] as Rehearsal).port, (replicas[2] as Rehearsal).token, '{"id": 1, "name": "replica"}')).status, 200)
+  for (const [i, r] of replicas.entries()) {
+    t.equal((await post(r.port, r.token, `{"id": ${i + 1}, "name": "replica"}`)).status, 200, `replica ${i}: a create`)
+  }
+  // Same plant through another replica: a replay, not a duplicate.
+  t.equal((await post((replicas[2] as Rehearsal).port, (replicas[2] as Rehearsal).token, '{"id": 1, "name": "replica"}')).status, 200)
 
-    const exits = await Promise.all(servers.map((s) => s.stop('SIGTERM')))
-    t.same(exits, servers.map(() => ({ code: 0, signal: null })), 'all exit 0 on SIGTERM')
-    const logs = servers.flatMap((s) => jsonLines(s.stdout()).lines)
-    t.equal(logs.filter((l) => l.msg === 'migrations applied').length, 1, 'one instance applied the migrations')
-    t.equal(logs.filter((l) => l.msg === 'schema up to date').length, 2, 'the others found nothing to do')
-    const versions = await withClient(testDb.url as string, (c) => c.query<{ version: string }>('SELECT version::text AS version FROM schemaversion WHERE version > 0'))
-    t.same(versions.rows, [{ version: '1' }], 'one row per migration')
-    const count = await withClient(testDb.url as string, (c) => c.query<{ n: string }>('SELECT count(*)::text AS n FROM plants'))
-    t.equal(count.rows[0]?.n, '3')
-  })
+  const exits = await Promise.all(servers.map((s) => s.stop('SIGTERM')))
+  t.same(exits, servers.map(() => ({ code: 0, signal: null })), 'all exit 0 on SIGTERM')
+  const logs = servers.flatMap((s) => jsonLines(s.stdout()).lines)
+  t.equal(logs.filter((l) => l.msg === 'migrations applied').length, 1, 'one instance applied the migrations')
+  t.equal(logs.filter((l) => l.msg === 'schema up to date').length, 2, 'the others found nothing to do')
+  const versions = await withClient(testDb.url as string, (c) => c.query<{ version: string }>('SELECT version::text AS version FROM schemaversion WHERE version > 0'))
+  t.same(versions.rows, [{ version: '1' }], 'one row per migration')
+  const count = await withClient(testDb.url as string, (c) => c.query<{ n: string }>('SELECT count(*)::text AS n FROM plants'))
+  t.equal(count.rows[0]?.n, '3')
+})
 
-  t.test('the db healthcheck command works as pg_isready on a PostgreSQL server', async (t) => {
-    const argv = healthcheckArgv(service(compose, 'db').healthcheck) as string[]
-    t.equal(argv[0], 'pg_isready')
-    // Only host and port are checked by pg_isready; point them at the local server.
-    const at = (flag: string, value: string): string[] => argv.map((a, i) => argv[i - 1] === flag ? value : a)
-    const local = new URL(process.env.TEST_DATABASE_URL as string)
-    const ready = spawnProcess(t, at('-p', local.port === '' ? '5432' : local.port), root, {})
-    t.equal((await ready.exited).code, 0, `${argv.join(' ')}: ready`)
-    const closed = spawnProcess(t, at('-p', String(await freePort())), root, {})
-    t.not((await closed.exited).code, 0, 'nothing listening: not ready')
-  })
-}
+t.test('the db healthcheck command works as pg_isready on a PostgreSQL server', { skip: needsPostgres }, async (t) => {
+  const argv = healthcheckArgv(service(compose, 'db').healthcheck) as string[]
+  t.equal(argv[0], 'pg_isready')
+  // Only host and port are checked by pg_isready; point them at the local server.
+  const at = (flag: string, value: string): string[] => argv.map((a, i) => argv[i - 1] === flag ? value : a)
+  const local = new URL(process.env.TEST_DATABASE_URL as string)
+  const ready = spawnProcess(t, at('-p', local.port === '' ? '5432' : local.port), root, {})
+  t.equal((await ready.exited).code, 0, `${argv.join(' ')}: ready`)
+  const closed = spawnProcess(t, at('-p', String(await freePort())), root, {})
+  t.not((await closed.exited).code, 0, 'nothing listening: not ready')
+})

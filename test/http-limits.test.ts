@@ -12,7 +12,7 @@ import { parseRawResponse, rawExchange, type Chunk } from './support/http.js'
 // here they are shortened so the test sees them act.
 const TIMEOUTS = { headersTimeoutMs: 1000, requestTimeoutMs: 2000, keepAliveTimeoutMs: 1000, checkIntervalMs: 200 }
 // Scheduling slack on a busy 2-core machine.
-const SLACK_MS = 700
+const SLACK_MS = 1500
 
 const request = (lines: string[], body = ''): string => `${lines.join('\r\n')}\r\n\r\n${body}`
 const createHead = (extra: string[] = []): string[] => [

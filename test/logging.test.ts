@@ -1,13 +1,14 @@
 import t from 'tap'
 import { backends, buildTestApp, postPlant, TOKEN, auth } from './helper.js'
+import { loggerOptions } from '../src/logger.js'
 
 for (const backend of backends()) {
   t.test(`logs on ${backend}`, async (t) => {
     const lines: string[] = []
+    // The service's own logger settings (src/logger.ts), into memory.
     const { app } = await buildTestApp(t, backend, {}, {
-      level: 'trace',
-      stream: { write: (line: string) => { lines.push(line) } },
-      redact: { paths: ['req.headers.authorization'], censor: '[redacted]' }
+      ...(loggerOptions({ logLevel: 'trace', production: true }) as object),
+      stream: { write: (line: string) => { lines.push(line) } }
     })
 
     await postPlant(app, '{"id": 1, "name": "Logged"}')

@@ -5,6 +5,10 @@ import { openPostgres } from '../src/store/postgres.js'
 import { migrate, latestVersion } from '../src/store/migrate.js'
 import type { Db } from '../src/store/db.js'
 import pino from 'pino'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { jsonLines, root, spawnProcess } from './support/built-server.js'
 
 const silent = pino({ level: 'silent' })
 
@@ -47,4 +51,24 @@ t.test('instances migrating at once apply each migration once', { skip: process.
   // postgrator keeps a version-0 row for the empty schema; each migration has one row
   const versions = rows.rows.map((r: { version: string | number }) => Number(r.version)).filter((v) => v > 0)
   t.same(versions, [1], 'one row for migration 001')
+})
+
+t.test('npm run migrate applies the migrations once and fails loudly on a bad setting', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'plant-migrate-'))
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
+  // What `npm run migrate` runs, without npm in between.
+  const run = async (env: Record<string, string>) => {
+    const proc = spawnProcess(t, ['node', '--import', 'tsx', 'src/migrate.ts'], root, env)
+    const { code } = await proc.exited
+    return { code, logs: jsonLines(proc.stdout()).lines, stderr: proc.stderr() }
+  }
+  const first = await run({ PGLITE_DATA_DIR: dataDir })
+  t.equal(first.code, 0, 'exit 0')
+  t.ok(first.logs.some((l) => l.msg === 'migrations applied'), 'the first run applies them')
+  const second = await run({ PGLITE_DATA_DIR: dataDir })
+  t.equal(second.code, 0, 'exit 0 again')
+  t.ok(second.logs.some((l) => l.msg === 'schema up to date'), 'the second finds nothing to do')
+  const bad = await run({ DATABASE_URL: 'not a url' })
+  t.not(bad.code, 0, 'a bad setting: non-zero exit')
+  t.match(bad.stderr, /^plant-store: DATABASE_URL: /, 'naming the variable')
 })

@@ -10,14 +10,14 @@ for (const backend of backends()) {
         '9223372036854775808', '-9223372036854775809', '18446744073709551616', '1e19']) {
         const res = await postPlant(app, `{"id": ${id}, "name": "bad"}`)
         const body = assertErrorShape(t, res, 400)
-        t.match(body.message, /^body\/id /, `${id}: the message names the field`)
+        t.equal(body.message, 'body/id must be integer', `${id}: the message names the field and the rule`)
       }
       t.equal((await rows()).length, 0, 'nothing stored')
     })
 
     t.test('id is required', async (t) => {
       const body = assertErrorShape(t, await postPlant(app, '{"name": "no id"}'), 400)
-      t.match(body.message, /id/)
+      t.equal(body.message, "body must have required property 'id'")
     })
 
     t.test('name is a required JSON string', async (t) => {
@@ -26,7 +26,7 @@ for (const backend of backends()) {
         t.equal(body.message, 'body/name must be string', name)
       }
       const missing = assertErrorShape(t, await postPlant(app, '{"id": 1}'), 400)
-      t.match(missing.message, /name/)
+      t.equal(missing.message, "body must have required property 'name'")
     })
 
     t.test('tag, when present, is a JSON string; null is not', async (t) => {
