@@ -78,7 +78,7 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
     reply.header('x-request-id', request.id)
     requireHostHeader(request)
   })
-  app.server.on('checkExpectation', answerUnmetExpectation)
+  app.server.on('checkExpectation', (req, res) => answerUnmetExpectation(app.log, req, res))
   app.addHook('onSend', closeIfBodyUnread)
   refuseWhileClosing(app)
 

@@ -1,13 +1,16 @@
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import { randomUUID } from 'node:crypto'
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { errorBody } from './error-handler.js'
 import { HttpError } from './http-error.js'
+import { genReqId } from './request-id.js'
 
 // Answers HTTP that Node's parser rejected before Fastify saw a request
 // (bad request line, oversized headers, timeouts) in the Error shape, when
-// the connection still allows an answer.
-export function clientErrorHandler (err: Error & { code?: string }, socket: Socket): void {
+// the connection still allows an answer. Fastify calls it with the instance
+// as `this`. No request was parsed, so the request id is a fresh one.
+export function clientErrorHandler (this: FastifyInstance, err: Error & { code?: string }, socket: Socket): void {
   // As Node's own handler does: once an answer has started on this socket,
   // another one would corrupt the stream.
   const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage
@@ -18,10 +21,13 @@ export function clientErrorHandler (err: Error & { code?: string }, socket: Sock
   const status = err.code === 'HPE_HEADER_OVERFLOW'
     ? 431
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
+  const reqId = randomUUID()
+  this.log.info({ reqId, status, code: err.code }, 'malformed HTTP answered')
   const body = JSON.stringify(errorBody(status))
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n` +
     'Content-Type: application/json; charset=utf-8\r\n' +
+    `X-Request-Id: ${reqId}\r\n` +
     `Content-Length: ${Buffer.byteLength(body)}\r\n` +
     'Connection: close\r\n\r\n' + body
   )
@@ -38,10 +44,13 @@ export function closeIfBodyUnread (request: FastifyRequest, reply: FastifyReply,
 
 // Node answers an Expect other than 100-continue with an empty 417 of its
 // own unless someone listens; this answers it in the Error shape.
-export function answerUnmetExpectation (req: IncomingMessage, res: ServerResponse): void {
+export function answerUnmetExpectation (log: FastifyBaseLogger, req: IncomingMessage, res: ServerResponse): void {
+  const reqId = genReqId(req)
+  log.info({ reqId, status: 417, expect: String(req.headers.expect).slice(0, 100) }, 'request rejected')
   const body = JSON.stringify(errorBody(417, 'Only "Expect: 100-continue" is supported'))
   res.writeHead(417, {
     'content-type': 'application/json; charset=utf-8',
+    'x-request-id': reqId,
     'content-length': Buffer.byteLength(body),
     connection: 'close'
   })

@@ -66,6 +66,7 @@ for (const backend of backends()) {
       t.match(answer, /^HTTP\/1\.1 400 Bad Request\r\n/)
       t.match(answer, /content-type: application\/json/i)
       t.same(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)), { error: 400, message: 'Bad Request' })
+      t.match(answer, /\r\nx-request-id: [\w-]{36}\r\n/i, 'with a request id')
 
       // What Node or Fastify would otherwise answer on their own, outside
       // the Error shape: a URL that does not decode, HTTP/1.1 without Host,
@@ -80,6 +81,7 @@ for (const backend of backends()) {
         t.ok(res !== undefined, `${what}: an answer`)
         if (res === undefined) continue
         assertErrorShape(t, { statusCode: res.status, headers: res.headers, body: res.body }, status)
+        t.match(res.headers['x-request-id'], /^[\w.:-]{1,128}$/, `${what}: a request id`)
       }
       const http10 = parseRawResponse((await rawExchange(port, [{ data: 'GET /health/live HTTP/1.0\r\n\r\n' }], 5000)).response)
       t.equal(http10?.status, 200, 'HTTP/1.0 needs no Host')
