@@ -14,13 +14,14 @@
 // Number results (the exact decimal value of the token decides):
 //   whole, safe integer range            -> number (-0 becomes 0)
 //   whole, int64 range but not safe      -> bigint with the exact value
-//   whole, outside int64                 -> Infinity / -Infinity (by sign)
+//   whole, outside int64                 -> BEYOND_INT64 / -BEYOND_INT64 (by sign)
 //   not whole, Number(text) is a finite non-integer double -> that double
 //   not whole, but the double rounded to a whole number, 0 or +-Infinity
 //                                        -> NaN
-// Infinity and NaN are markers: the validators downstream reject them as
-// "must be integer", and numbers that are not ids are never stored or echoed,
-// so the markers never leave the service.
+// BEYOND_INT64 and NaN are markers: the validator downstream rejects the
+// first as outside the int64 format and the second as "must be integer", and
+// numbers that are not ids are never stored or echoed, so the markers never
+// leave the service.
 //
 // Error positions are UTF-16 code unit offsets into the decoded body.
 
@@ -37,6 +38,12 @@ export class JsonBodyError extends Error {
 // request and keeps the explicit stack (and any later recursive walk of the
 // result, e.g. by a schema validator) small.
 export const MAX_DEPTH = 1000
+
+// A whole number past int64 (2^63, 1e400): the largest double, so that it is
+// still an integer to a JSON Schema validator and the int64 format is the
+// rule that refuses it ("must match format int64" tells the client why;
+// Infinity would read "must be integer" of a whole number).
+export const BEYOND_INT64 = Number.MAX_VALUE
 
 // Created once: constructing a TextDecoder per request costs more than
 // decoding a small body.
@@ -401,7 +408,7 @@ function parseNumber (): number | bigint {
     if (scale === 0) return negative ? 0 - acc : acc // 0 - 0 is +0: "-0" gives 0
     if (scale > 0 && scale <= 22) {
       const d = acc * POW10[scale]!
-      // Whole; exact while it is a safe integer, otherwise bigint/Infinity.
+      // Whole; exact while it is a safe integer, otherwise bigint/BEYOND_INT64.
       if (d <= Number.MAX_SAFE_INTEGER) return negative ? 0 - d : d
     } else if (scale < 0 && scale >= -22) {
       const d = acc / POW10[-scale]!
@@ -433,9 +440,9 @@ function exactNumber (negative: boolean, intStart: number, intEnd: number,
   // Scale of the last nonzero digit: below 0 means a nonzero fraction.
   const scale = exponent - (fracEnd - fracStart) + (digits.length - 1 - last)
   if (scale < 0) return NaN // not whole, and the double lost the fraction
-  if (last - first + 1 + scale > 19) return negative ? -Infinity : Infinity
+  if (last - first + 1 + scale > 19) return negative ? -BEYOND_INT64 : BEYOND_INT64
   const magnitude = BigInt(digits.slice(first, last + 1) + '0'.repeat(scale))
-  if (magnitude > (negative ? INT64_MIN_MAGNITUDE : INT64_MAX)) return negative ? -Infinity : Infinity
+  if (magnitude > (negative ? INT64_MIN_MAGNITUDE : INT64_MAX)) return negative ? -BEYOND_INT64 : BEYOND_INT64
   if (magnitude <= SAFE_MAX) return negative ? -Number(magnitude) : Number(magnitude)
   return negative ? -magnitude : magnitude
 }

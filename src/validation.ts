@@ -15,7 +15,10 @@ const ajv = new Ajv({
   allErrors: false,
   strict: true,
   formats: {
-    int64: { type: 'number', validate: (n: number) => Number.isInteger(n) },
+    // 2^63 itself passes: the exact bigint INT64_MAX becomes that double
+    // here; the parser has checked the range exactly and marks ids past it
+    // with BEYOND_INT64 (src/json.ts), which fails.
+    int64: { type: 'number', validate: (n: number) => Number.isInteger(n) && Math.abs(n) <= 2 ** 63 },
     int32: { type: 'number', validate: (n: number) => Number.isInteger(n) && n >= -2147483648 && n <= 2147483647 }
   }
 })

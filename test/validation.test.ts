@@ -6,11 +6,15 @@ for (const backend of backends()) {
     const { app, rows } = await buildTestApp(t, backend)
 
     t.test('id must be a whole JSON number within int64, without coercion', async (t) => {
-      for (const id of ['"7"', '1.5', 'null', 'true', 'false', '[7]', '{"v":7}', '1e400', '-1e400', '1e-400', '9007199254740993.5',
-        '9223372036854775808', '-9223372036854775809', '18446744073709551616', '1e19']) {
+      for (const id of ['"7"', '1.5', 'null', 'true', 'false', '[7]', '{"v":7}', '1e-400', '9007199254740993.5']) {
         const res = await postPlant(app, `{"id": ${id}, "name": "bad"}`)
         const body = assertErrorShape(t, res, 400)
         t.equal(body.message, 'body/id must be integer', `${id}: the message names the field and the rule`)
+      }
+      // Whole numbers, but past int64: the rule they break is the format.
+      for (const id of ['1e400', '-1e400', '9223372036854775808', '-9223372036854775809', '18446744073709551616', '1e19']) {
+        const body = assertErrorShape(t, await postPlant(app, `{"id": ${id}, "name": "bad"}`), 400)
+        t.equal(body.message, 'body/id must match format "int64"', `${id}: outside int64`)
       }
       t.equal((await rows()).length, 0, 'nothing stored')
     })
