@@ -4,7 +4,7 @@ import type { Db } from './db.js'
 import { migrationsDir } from '../paths.js'
 
 // Any constant works; it only has to be the same for every instance.
-const MIGRATION_LOCK = 727_001
+export const MIGRATION_LOCK = 727_001
 
 export interface MigrationResult {
   applied: number[]
