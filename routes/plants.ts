@@ -1,7 +1,7 @@
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ErrorBody, NewPlant, Plant } from '../src/schemas.js'
 import { HttpError } from '../src/http-error.js'
-import { requireJson } from '../src/media-type.js'
+import { requireJson } from '../src/body/media-type.js'
 import { unstorableField } from '../src/storable.js'
 import type { PlantRecord } from '../src/store/plant-store.js'
 

@@ -2,7 +2,7 @@ import closeWithGrace from 'close-with-grace'
 import { ConfigError, loadConfig, preparePgliteDataDir, type LoadedConfig } from './config.js'
 import { buildApp } from './app.js'
 import { loggerOptions } from './logger.js'
-import { SHUTDOWN_GRACE_MS } from './shutdown.js'
+import { SHUTDOWN_GRACE_MS } from './http/shutdown.js'
 
 function fail (message: string): never {
   process.stderr.write(`plant-store: ${message}\n`)

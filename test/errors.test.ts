@@ -3,7 +3,7 @@ import { connect } from 'node:net'
 import Fastify from 'fastify'
 import { backends, buildTestApp, assertErrorShape, auth, jsonHeaders, TOKEN } from './helper.js'
 import { parseRawResponse, rawExchange } from './support/http.js'
-import { errorHandler } from '../src/error-handler.js'
+import { errorHandler } from '../src/http/errors.js'
 import { StoreUnavailableError } from '../src/store/errors.js'
 import { HttpError } from '../src/http-error.js'
 

@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks'
 import { backends, createTestDatabase } from './helper.js'
 import { freePort, jsonLines, stageRuntime, startBuiltServer } from './support/built-server.js'
 import { storedPlants } from './support/stored-plants.js'
-import { SHUTDOWN_GRACE_MS } from '../src/shutdown.js'
+import { SHUTDOWN_GRACE_MS } from '../src/http/shutdown.js'
 
 // A deploy or restart sends SIGTERM while creates are in flight. Refused or
 // cut-off requests are allowed (the client retries; creates are idempotent),

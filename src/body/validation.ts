@@ -1,6 +1,6 @@
 import { Ajv, type ValidateFunction } from 'ajv'
 import type { FastifySchemaCompiler } from 'fastify'
-import { sharedSchemas } from './schemas.js'
+import { sharedSchemas } from '../schemas.js'
 
 // Our own Ajv rather than Fastify's default, for two reasons:
 // - no type coercion: Fastify's default turns "7" into 7 and null into "".

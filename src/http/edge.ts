@@ -2,9 +2,9 @@ import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { Socket } from 'node:net'
 import { randomUUID } from 'node:crypto'
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { errorBody } from './error-handler.js'
-import { HttpError } from './http-error.js'
-import { genReqId } from './request-id.js'
+import { errorBody } from './errors.js'
+import { HttpError } from '../http-error.js'
+import { genReqId } from '../request-id.js'
 
 // Answers HTTP that Node's parser rejected before Fastify saw a request
 // (bad request line, oversized headers, timeouts) in the Error shape, when

@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
-import type { ErrorBody } from './schemas.js'
+import type { ErrorBody } from '../schemas.js'
 
 // Seconds a client should wait before retrying after a 503.
 export const RETRY_AFTER_SECONDS = 5

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify'
-import { errorBody } from './error-handler.js'
+import { errorBody } from './errors.js'
 
 // In-flight requests get this long to finish after SIGTERM/SIGINT before the
 // process exits anyway. docker-compose.yml's stop_grace_period must exceed
