@@ -2,7 +2,7 @@ import fp from 'fastify-plugin'
 import bearerAuth from '@fastify/bearer-auth'
 import { hash, timingSafeEqual } from 'node:crypto'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { HttpError } from '../src/http-error.js'
+import { HttpError } from '../src/http/errors.js'
 
 export interface AuthOptions {
   tokens: string[]

@@ -1,6 +1,6 @@
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ErrorBody } from '../src/schemas.js'
-import { HttpError } from '../src/http-error.js'
+import { HttpError } from '../src/http/errors.js'
 
 const Status = Type.Object({ status: Type.String() })
 

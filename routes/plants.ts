@@ -1,6 +1,6 @@
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ErrorBody, NewPlant, Plant } from '../src/schemas.js'
-import { HttpError } from '../src/http-error.js'
+import { HttpError } from '../src/http/errors.js'
 import { requireJson } from '../src/body/media-type.js'
 import { unstorableField } from '../src/storable.js'
 import type { PlantRecord } from '../src/store/plant-store.js'

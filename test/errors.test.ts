@@ -5,7 +5,7 @@ import { backends, buildTestApp, assertErrorShape, auth, jsonHeaders, TOKEN } fr
 import { parseRawResponse, rawExchange } from './support/http.js'
 import { errorHandler } from '../src/http/errors.js'
 import { StoreUnavailableError } from '../src/store/errors.js'
-import { HttpError } from '../src/http-error.js'
+import { HttpError } from '../src/http/errors.js'
 
 // The error handler on its own: what reaches the client for each kind of error.
 t.test('error handler', async (t) => {

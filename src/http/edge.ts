@@ -2,9 +2,20 @@ import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { Socket } from 'node:net'
 import { randomUUID } from 'node:crypto'
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { errorBody } from './errors.js'
-import { HttpError } from '../http-error.js'
-import { genReqId } from '../request-id.js'
+import { HttpError, rawError } from './errors.js'
+
+// The connection edge: what is checked and answered before a request reaches
+// a route (request ids, malformed HTTP, Host, Expect, answers given before
+// the body was read).
+
+// An incoming X-Request-Id is kept when it is short and plain, so a caller
+// can follow its request through our logs; anything else gets a fresh id.
+const acceptableRequestId = /^[A-Za-z0-9._:-]{1,128}$/
+
+export function genReqId (req: IncomingMessage): string {
+  const incoming = req.headers['x-request-id']
+  return typeof incoming === 'string' && acceptableRequestId.test(incoming) ? incoming : randomUUID()
+}
 
 // Answers HTTP that Node's parser rejected before Fastify saw a request
 // (bad request line, oversized headers, timeouts) in the Error shape, when
@@ -23,14 +34,9 @@ export function clientErrorHandler (this: FastifyInstance, err: Error & { code?:
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
   const reqId = randomUUID()
   this.log.info({ reqId, status, code: err.code }, 'malformed HTTP answered')
-  const body = JSON.stringify(errorBody(status))
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n` +
-    'Content-Type: application/json; charset=utf-8\r\n' +
-    `X-Request-Id: ${reqId}\r\n` +
-    `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-    'Connection: close\r\n\r\n' + body
-  )
+  const { body, headers } = rawError(status, reqId)
+  const head = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('')
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n${head}\r\n${body}`)
 }
 
 // An answer given before the request body has fully arrived (401, 415, 413
@@ -47,13 +53,8 @@ export function closeIfBodyUnread (request: FastifyRequest, reply: FastifyReply,
 export function answerUnmetExpectation (log: FastifyBaseLogger, req: IncomingMessage, res: ServerResponse): void {
   const reqId = genReqId(req)
   log.info({ reqId, status: 417, expect: String(req.headers.expect).slice(0, 100) }, 'request rejected')
-  const body = JSON.stringify(errorBody(417, 'Only "Expect: 100-continue" is supported'))
-  res.writeHead(417, {
-    'content-type': 'application/json; charset=utf-8',
-    'x-request-id': reqId,
-    'content-length': Buffer.byteLength(body),
-    connection: 'close'
-  })
+  const { body, headers } = rawError(417, reqId, 'Only "Expect: 100-continue" is supported')
+  res.writeHead(417, headers)
   res.end(body)
 }
 

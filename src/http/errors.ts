@@ -2,8 +2,28 @@ import { STATUS_CODES } from 'node:http'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import type { ErrorBody } from '../schemas.js'
 
-// Seconds a client should wait before retrying after a 503.
-export const RETRY_AFTER_SECONDS = 5
+// Every error answer, whoever gives it (the error handler, the 404 handler,
+// the shutdown refusal, the answers to malformed HTTP), is built here: the
+// Error body, its content type and the Retry-After delays.
+
+export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8'
+
+// Seconds a client should wait before retrying a 503, by why it was refused.
+// A database that is down or slow needs a while; a shutting-down instance
+// is replaced at once (another instance, or this one restarted, answers).
+export const RETRY_AFTER_SECONDS = {
+  databaseUnavailable: 5,
+  shuttingDown: 1
+} as const
+
+// An error that already knows its HTTP status and a message written for the
+// client: the message reaches the client whatever the status.
+export class HttpError extends Error {
+  constructor (readonly statusCode: number, message: string) {
+    super(message)
+    this.name = 'HttpError'
+  }
+}
 
 export function statusOf (err: FastifyError): number {
   if (err.validation !== undefined) return 400
@@ -16,23 +36,47 @@ export function errorBody (status: number, message?: string): ErrorBody {
   return { error: status, message: text }
 }
 
-// The one place every error becomes the Error body: validation, the JSON
-// parser, bearer auth, Fastify's own checks and the database. 5xx details
-// stay in the log (with the request id); the client gets a generic message.
+// The one way an error answer leaves through Fastify.
+export function sendError (reply: FastifyReply, status: number, message?: string, retryAfterSeconds?: number): FastifyReply {
+  if (retryAfterSeconds !== undefined) reply.header('retry-after', String(retryAfterSeconds))
+  return reply.code(status).type(JSON_CONTENT_TYPE).send(errorBody(status, message))
+}
+
+// The same answer for a connection Fastify does not handle (malformed HTTP,
+// an unmet Expect): the body and the headers, Connection: close included.
+export function rawError (status: number, reqId: string, message?: string): { body: string, headers: Record<string, string | number> } {
+  const body = JSON.stringify(errorBody(status, message))
+  return {
+    body,
+    headers: {
+      'content-type': JSON_CONTENT_TYPE,
+      'x-request-id': reqId,
+      'content-length': Buffer.byteLength(body),
+      connection: 'close'
+    }
+  }
+}
+
+// The one place every thrown error becomes the Error body: validation, the
+// JSON parser, bearer auth, Fastify's own checks and the database. 5xx details
+// stay in the log (with the request id); the client gets a generic message
+// unless the error is an HttpError, whose message was written for it.
 export function errorHandler (err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const status = statusOf(err)
+  const chosen = err instanceof HttpError
   let message = err.message
+  let retryAfter: number | undefined
   if (status === 503) {
     request.log.warn({ err }, 'service unavailable')
-    reply.header('retry-after', String(RETRY_AFTER_SECONDS))
-    message = 'The database is unavailable; retry later'
+    retryAfter = RETRY_AFTER_SECONDS.databaseUnavailable
+    if (!chosen) message = 'The database is unavailable; retry later'
   } else if (status >= 500) {
     request.log.error({ err }, 'request failed')
-    message = STATUS_CODES[status] ?? 'Internal Server Error'
+    if (!chosen) message = STATUS_CODES[status] ?? 'Internal Server Error'
   } else {
     request.log.info({ status, code: err.code, reason: err.message }, 'request rejected')
   }
-  reply.code(status).type('application/json; charset=utf-8').send(errorBody(status, message))
+  sendError(reply, status, message, retryAfter)
 }
 
 // Errors Fastify raises before routing (a URL that does not decode): no
@@ -44,5 +88,5 @@ export function frameworkErrorHandler (err: FastifyError, request: FastifyReques
 
 export function notFoundHandler (request: FastifyRequest, reply: FastifyReply): void {
   const route = `${request.method} ${request.url}`.slice(0, 200)
-  reply.code(404).type('application/json; charset=utf-8').send(errorBody(404, `Route ${route} not found`))
+  sendError(reply, 404, `Route ${route} not found`)
 }

@@ -1,14 +1,10 @@
 import type { FastifyInstance } from 'fastify'
-import { errorBody } from './errors.js'
+import { RETRY_AFTER_SECONDS, sendError } from './errors.js'
 
 // In-flight requests get this long to finish after SIGTERM/SIGINT before the
 // process exits anyway. docker-compose.yml's stop_grace_period must exceed
 // it, or the engine's SIGKILL cuts the drain short.
 export const SHUTDOWN_GRACE_MS = 10_000
-
-// Seconds a client should wait before retrying elsewhere: another instance
-// (or this one, restarted) takes the request.
-const RETRY_AFTER_SECONDS = 1
 
 // Once close has begun, a request that still arrives on an open keep-alive
 // connection is refused in the Error shape, with the request id and
@@ -20,12 +16,7 @@ export function refuseWhileClosing (app: FastifyInstance): void {
   app.addHook('onRequest', async (request, reply) => {
     if (!closing) return
     request.log.info('refused: shutting down')
-    reply
-      .code(503)
-      .header('connection', 'close')
-      .header('retry-after', String(RETRY_AFTER_SECONDS))
-      .type('application/json; charset=utf-8')
-      .send(errorBody(503, 'The service is shutting down; retry later'))
-    return reply
+    reply.header('connection', 'close')
+    return sendError(reply, 503, 'The service is shutting down; retry later', RETRY_AFTER_SECONDS.shuttingDown)
   })
 }
