@@ -2,7 +2,7 @@ import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typ
 import { ErrorBody, NewPlant, Plant } from '../src/schemas.js'
 import { HttpError } from '../src/http/errors.js'
 import { requireJson } from '../src/body/media-type.js'
-import { unstorableField } from '../src/storable.js'
+import { unstorableField } from '../src/body/validation.js'
 import type { PlantRecord } from '../src/store/plant-store.js'
 
 const errorResponse = (description: string) => Type.Ref(ErrorBody, { description })

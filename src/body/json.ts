@@ -15,6 +15,7 @@
 //   whole, safe integer range            -> number (-0 becomes 0)
 //   whole, int64 range but not safe      -> bigint with the exact value
 //   whole, outside int64                 -> BEYOND_INT64 / -BEYOND_INT64 (by sign)
+//   (the whole-number cases are the int64 rule: int64.ts)
 //   not whole, Number(text) is a finite non-integer double -> that double
 //   not whole, but the double rounded to a whole number, 0 or +-Infinity
 //                                        -> NaN
@@ -24,6 +25,8 @@
 // leave the service.
 //
 // Error positions are UTF-16 code unit offsets into the decoded body.
+
+import { int64Value } from './int64.js'
 
 export class JsonBodyError extends Error {
   statusCode = 400
@@ -39,19 +42,10 @@ export class JsonBodyError extends Error {
 // result, e.g. by a schema validator) small.
 export const MAX_DEPTH = 1000
 
-// A whole number past int64 (2^63, 1e400): the largest double, so that it is
-// still an integer to a JSON Schema validator and the int64 format is the
-// rule that refuses it ("must match format int64" tells the client why;
-// Infinity would read "must be integer" of a whole number).
-export const BEYOND_INT64 = Number.MAX_VALUE
-
 // Created once: constructing a TextDecoder per request costs more than
 // decoding a small body.
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
-const INT64_MAX = 9223372036854775807n
-const INT64_MIN_MAGNITUDE = 9223372036854775808n
-const SAFE_MAX = BigInt(Number.MAX_SAFE_INTEGER)
 // Exponents saturate here: far past anything that can matter (int64 has 19
 // digits, a double's range ends near 1e308) yet small enough that adding a
 // body length (< 2^30 code units) keeps the arithmetic exact.
@@ -440,11 +434,7 @@ function exactNumber (negative: boolean, intStart: number, intEnd: number,
   // Scale of the last nonzero digit: below 0 means a nonzero fraction.
   const scale = exponent - (fracEnd - fracStart) + (digits.length - 1 - last)
   if (scale < 0) return NaN // not whole, and the double lost the fraction
-  if (last - first + 1 + scale > 19) return negative ? -BEYOND_INT64 : BEYOND_INT64
-  const magnitude = BigInt(digits.slice(first, last + 1) + '0'.repeat(scale))
-  if (magnitude > (negative ? INT64_MIN_MAGNITUDE : INT64_MAX)) return negative ? -BEYOND_INT64 : BEYOND_INT64
-  if (magnitude <= SAFE_MAX) return negative ? -Number(magnitude) : Number(magnitude)
-  return negative ? -magnitude : magnitude
+  return int64Value(negative, digits.slice(first, last + 1), scale)
 }
 
 function unexpected (): JsonBodyError {

@@ -1,0 +1,67 @@
+// The int64 rule for ids, in one place. A JSON number is an id when its
+// exact decimal value is whole and within int64; past 2^53 it must stay
+// exact end to end. Three steps share it:
+//   - the JSON parser (json.ts) decides from the digits what a whole number
+//     is: a number while it is a safe integer, an exact bigint past that,
+//     BEYOND_INT64 past int64 (int64Value below);
+//   - the validator (validation.ts) checks the int64 format on a copy in
+//     which bigints are numbers, because Ajv does not know bigint
+//     (forValidator, int64Format below);
+//   - the route hands the exact value to the store as a bigint.
+
+export const INT64_MAX = 9223372036854775807n
+const INT64_MIN_MAGNITUDE = 9223372036854775808n
+const SAFE_MAX = BigInt(Number.MAX_SAFE_INTEGER)
+
+// A whole number past int64 (2^63, 1e400): the largest double, so that it is
+// still an integer to a JSON Schema validator and the int64 format is the
+// rule that refuses it ("must match format int64" tells the client why;
+// Infinity would read "must be integer" of a whole number).
+export const BEYOND_INT64 = Number.MAX_VALUE
+
+// The value of a whole number given as its significant digits (no leading
+// or trailing zeros, at least one digit) followed by `zeros` zeros. Past 19
+// digits it is past int64 whatever the exponent, and no BigInt is built.
+export function int64Value (negative: boolean, digits: string, zeros: number): number | bigint {
+  if (digits.length + zeros > 19) return negative ? -BEYOND_INT64 : BEYOND_INT64
+  const magnitude = BigInt(digits + '0'.repeat(zeros))
+  if (magnitude > (negative ? INT64_MIN_MAGNITUDE : INT64_MAX)) return negative ? -BEYOND_INT64 : BEYOND_INT64
+  if (magnitude <= SAFE_MAX) return negative ? -Number(magnitude) : Number(magnitude)
+  return negative ? -magnitude : magnitude
+}
+
+// The Ajv format. 2^63 itself passes: the exact bigint INT64_MAX becomes
+// that double in the validator's copy; the parser has checked the range
+// exactly, and BEYOND_INT64 (far past 2^63) fails here.
+export const int64Format = {
+  type: 'number',
+  validate: (n: number) => Number.isInteger(n) && Math.abs(n) <= 2 ** 63
+} as const
+
+function containsBigInt (value: unknown): boolean {
+  if (typeof value === 'bigint') return true
+  if (typeof value !== 'object' || value === null) return false
+  for (const item of Array.isArray(value) ? value : Object.values(value)) {
+    if (containsBigInt(item)) return true
+  }
+  return false
+}
+
+// A copy of value in which bigints are numbers; the original is untouched.
+function bigIntsAsNumbers (value: unknown): unknown {
+  if (typeof value === 'bigint') return Number(value)
+  if (typeof value !== 'object' || value === null) return value
+  if (Array.isArray(value)) return value.map(bigIntsAsNumbers)
+  const copy: Record<string, unknown> = {}
+  for (const [key, item] of Object.entries(value)) {
+    Object.defineProperty(copy, key, { value: bigIntsAsNumbers(item), enumerable: true, writable: true, configurable: true })
+  }
+  return copy
+}
+
+// What the validator checks: the body itself, or a copy without bigints
+// (still whole, and already range-checked) while the handler keeps the
+// exact bigint.
+export function forValidator (data: unknown): unknown {
+  return containsBigInt(data) ? bigIntsAsNumbers(data) : data
+}
