@@ -6,9 +6,8 @@ import type { Db } from '../src/store/db.js'
 import { openPostgres } from '../src/store/postgres.js'
 import { openPglite } from '../src/store/pglite.js'
 import { migrate } from '../src/store/migrate.js'
-import { isUnavailable, StoreUnavailableError } from '../src/store/errors.js'
-import { createPlantStore, type BatchWriterOptions, type PlantStore } from '../src/store/plant-store.js'
-import { withDeadline } from '../src/store/deadline.js'
+import { isUnavailable } from '../src/store/errors.js'
+import { createPlantStore, type PlantStoreOptions } from '../src/store/plant-store.js'
 
 export interface DbPluginOptions {
   config: Pick<Config, 'database' | 'dbTimeoutMs'>
@@ -16,23 +15,17 @@ export interface DbPluginOptions {
   // with backoff while the database is unreachable. Called when a migration
   // fails for a reason waiting will not fix.
   background?: { onFatal: (err: unknown) => void }
-  // Batch size, queue bound and writers in flight; defaults suit production.
-  writer?: BatchWriterOptions
-}
-
-export interface StoreHandle {
-  db: Db
-  plants: PlantStore
-  // Resolves once migrations are applied.
-  migrated: Promise<void>
-  isMigrated(): boolean
-  // The database answers within the timeout and migrations are applied.
-  isReady(): Promise<boolean>
+  writer?: PlantStoreOptions['writer']
 }
 
 declare module 'fastify' {
   interface FastifyInstance {
-    store: StoreHandle
+    // The database, for the store and for direct checks.
+    db: Db
+    // Creates and readiness: src/store/plant-store.ts.
+    plants: ReturnType<typeof createPlantStore>
+    // Resolves once migrations are applied.
+    migrated: Promise<void>
   }
 }
 
@@ -78,29 +71,14 @@ async function dbPlugin (fastify: FastifyInstance, opts: DbPluginOptions): Promi
     migration.catch((err: unknown) => { if (!closing) onFatal(err) })
   }
 
-  const store = createPlantStore(db, opts.writer)
-  const handle: StoreHandle = {
-    db,
-    migrated: migration,
-    isMigrated: () => migrated,
-    plants: {
-      async create (plant) {
-        if (!migrated) throw new StoreUnavailableError('The database is not ready yet')
-        return await withDeadline(store.create(plant), dbTimeoutMs, 'create')
-      }
-    },
-    async isReady () {
-      if (!migrated) return false
-      try {
-        await withDeadline(db.query('SELECT 1'), dbTimeoutMs, 'readiness check')
-        return true
-      } catch (err) {
-        log.warn({ err }, 'readiness check failed')
-        return false
-      }
-    }
-  }
-  fastify.decorate('store', handle)
+  fastify.decorate('db', db)
+  fastify.decorate('migrated', migration)
+  fastify.decorate('plants', createPlantStore(db, {
+    timeoutMs: dbTimeoutMs,
+    ready: () => migrated,
+    log,
+    ...(opts.writer === undefined ? {} : { writer: opts.writer })
+  }))
 
   fastify.addHook('onClose', async () => {
     closing = true

@@ -1,3 +1,4 @@
+import fp from 'fastify-plugin'
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ErrorBody } from '../src/schemas.js'
 import { HttpError } from '../src/http/errors.js'
@@ -14,9 +15,9 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/health/ready', {
     schema: { hide: true, response: { 200: Status, 503: Type.Ref(ErrorBody) } }
   }, async () => {
-    if (!(await fastify.store.isReady())) throw new HttpError(503, 'The database is not ready')
+    if (!(await fastify.plants.isReady())) throw new HttpError(503, 'The database is not ready')
     return { status: 'ready' }
   })
 }
 
-export default healthRoutes
+export default fp(healthRoutes, { name: 'health-routes', fastify: '5.x', dependencies: ['db'], encapsulate: true })

@@ -1,3 +1,4 @@
+import fp from 'fastify-plugin'
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ErrorBody, NewPlant, Plant } from '../src/schemas.js'
 import { HttpError } from '../src/http/errors.js'
@@ -30,17 +31,24 @@ function toPlant (record: PlantRecord): Plant {
   return record.tag === undefined ? { name: record.name } : { name: record.name, tag: record.tag }
 }
 
+// POST /plants, in the contract's order. Before this handler runs: the bearer
+// check (plugins/auth.ts, onRequest), the media type (requireJson, onRequest),
+// the body (src/body/json.ts) and NewPlant validation (src/body/validation.ts,
+// ids by the int64 rule in src/body/int64.ts). Here: strings the database
+// cannot hold exactly, then the store (src/store/plant-store.ts), whose
+// outcome is the answer: created or replayed 200, conflict 409; a store that
+// is unavailable throws, and the error handler answers 503.
 const plantsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.post('/plants', {
     schema: createPlantSchema,
     onRequest: async (request) => requireJson(request)
-  }, async (request) => {
+  }, async function createPlant (request) {
     const { id, name, tag } = request.body
     const bad = unstorableField({ name, tag })
     if (bad !== undefined) {
       throw new HttpError(400, `body/${bad} must not contain U+0000 or an unpaired UTF-16 surrogate`)
     }
-    const outcome = await fastify.store.plants.create({ id: BigInt(id), name, ...(tag === undefined ? {} : { tag }) })
+    const outcome = await fastify.plants.create({ id: BigInt(id), name, ...(tag === undefined ? {} : { tag }) })
     if (outcome.kind === 'conflict') {
       throw new HttpError(409, `A different plant is already stored with id ${id}`)
     }
@@ -49,4 +57,6 @@ const plantsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   })
 }
 
-export default plantsRoutes
+// Kept encapsulated (its own context, under auth's); the metadata only
+// declares what it needs.
+export default fp(plantsRoutes, { name: 'plants-routes', fastify: '5.x', dependencies: ['db', 'auth'], encapsulate: true })

@@ -7,8 +7,7 @@ import { openPglite } from '../src/store/pglite.js'
 import { openPostgres } from '../src/store/postgres.js'
 import { migrate } from '../src/store/migrate.js'
 import { StoreUnavailableError } from '../src/store/errors.js'
-import { createBatchWriter, insertBatchSql, type BatchWriterOptions } from '../src/store/batch-writer.js'
-import type { CreateOutcome, PlantRecord } from '../src/store/plant-store.js'
+import { createBatchWriter, insertBatchSql, type BatchWriterOptions, type CreateOutcome, type PlantRecord } from '../src/store/plant-store.js'
 import { assertErrorShape, backends, createTestDatabase, postPlant, testConfig, type BackendName } from './helper.js'
 
 // A Db whose batch INSERTs are recorded and can be held back or made to fail.
@@ -262,8 +261,8 @@ for (const backend of backends()) {
       const gate = new Promise<void>((resolve) => { open = resolve })
       let locked!: () => void
       const isLocked = new Promise<void>((resolve) => { locked = resolve })
-      const done = app.store.db.transaction(async (tx) => {
-        if (app.store.db.kind === 'postgres') await tx.query('LOCK TABLE plants IN SHARE MODE')
+      const done = app.db.transaction(async (tx) => {
+        if (app.db.kind === 'postgres') await tx.query('LOCK TABLE plants IN SHARE MODE')
         locked()
         await gate
       })
@@ -294,7 +293,7 @@ for (const backend of backends()) {
         assertErrorShape(t, res, 503)
         t.equal(res.headers['retry-after'], '5')
       }
-      const rows = await app.store.db.query<{ n: string | number }>('SELECT count(*) AS n FROM plants')
+      const rows = await app.db.query<{ n: string | number }>('SELECT count(*) AS n FROM plants')
       t.equal(Number(rows[0]?.n), stored.length, 'one row per 200')
     })
 
@@ -314,7 +313,7 @@ for (const backend of backends()) {
       await sleep(200)
       await release()
       const answers = await Promise.all(requests)
-      const stored = await app.store.db.query<{ tag: string }>('SELECT tag FROM plants WHERE id = 60')
+      const stored = await app.db.query<{ tag: string }>('SELECT tag FROM plants WHERE id = 60')
       t.equal(stored.length, 1, 'one row')
       const tag = stored[0]?.tag
       answers.slice(1).forEach((res, i) => {

@@ -19,7 +19,7 @@ for (const backend of backends()) {
 
     // With the database gone, the process is still live but not ready, and
     // creates answer 503 instead of hanging or crashing.
-    await app.store.db.close()
+    await app.db.close()
     const notReady = await app.inject('/health/ready')
     assertErrorShape(t, notReady, 503)
     t.equal(notReady.headers['retry-after'], '5')
@@ -51,12 +51,12 @@ t.test('ready only once the migrations are applied', { skip: needsPostgres }, as
   await app.ready()
   t.teardown(() => app.close())
 
-  t.same(await app.store.db.query('SELECT 1 AS one'), [{ one: 1 }], 'the database answers')
+  t.same(await app.db.query('SELECT 1 AS one'), [{ one: 1 }], 'the database answers')
   assertErrorShape(t, await app.inject('/health/ready'), 503)
   assertErrorShape(t, await postPlant(app, '{"id": 1, "name": "early"}'), 503)
 
   await holder.query('COMMIT')
-  await app.store.migrated
+  await app.migrated
   t.equal((await app.inject('/health/ready')).statusCode, 200, 'ready once migrated')
   t.equal((await postPlant(app, '{"id": 1, "name": "early"}')).statusCode, 200, 'creates work')
 })

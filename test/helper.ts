@@ -95,7 +95,7 @@ export async function buildTestApp (
     app,
     backend,
     testDb,
-    rows: () => app.store.db.query<{ id: string, name: string, tag: string | null }>(
+    rows: () => app.db.query<{ id: string, name: string, tag: string | null }>(
       'SELECT id::text AS id, name, tag FROM plants ORDER BY id'
     )
   }

@@ -45,7 +45,7 @@ function captureLog (): { logger: object, text: () => string } {
 // session holds the table locked, so the create outlasts DB_TIMEOUT_MS.
 async function makeUnavailable (h: TestApp): Promise<() => Promise<void>> {
   if (h.backend === 'pglite') {
-    await h.app.store.db.close()
+    await h.app.db.close()
     return async () => {}
   }
   const { default: pg } = await import('pg')
@@ -61,7 +61,7 @@ async function makeUnavailable (h: TestApp): Promise<() => Promise<void>> {
 
 // Makes every create fail unexpectedly: the table is gone.
 async function breakSchema (h: TestApp): Promise<void> {
-  if (h.backend === 'pglite') await h.app.store.db.exec('DROP TABLE plants')
+  if (h.backend === 'pglite') await h.app.db.exec('DROP TABLE plants')
   else await withClient(h.testDb.url as string, (c) => c.query('DROP TABLE plants'))
 }
 
@@ -101,7 +101,7 @@ for (const backend of backends()) {
     const { app } = h
 
     await t.test('SQL carries client data only as parameters', async (t) => {
-      const seen = recordStatements(app.store.db)
+      const seen = recordStatements(app.db)
       const marker = 'mark-5d1c'
       const name = `x'); DROP TABLE plants; -- ${marker}`
       const tag = `$1 ' " \\ ; ${marker}`

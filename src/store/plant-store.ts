@@ -1,8 +1,11 @@
-import type { Db } from './db.js'
-import { createBatchWriter, type BatchWriterOptions } from './batch-writer.js'
+import type { FastifyBaseLogger } from 'fastify'
+import { type Db, toId } from './db.js'
+import { asStoreError, isUnavailable, StoreUnavailableError } from './errors.js'
 
-export { samePlant } from './batch-writer.js'
-export type { BatchWriterOptions } from './batch-writer.js'
+// The plant store answers every create: created, replayed (the same plant
+// was already stored), conflict (a different one was), or unavailable (a
+// StoreUnavailableError, answered 503: not migrated yet, the database is
+// down or too slow, too many creates waiting).
 
 // A plant as the store keeps it: the exact int64 id, tag absent as undefined.
 export interface PlantRecord {
@@ -16,16 +19,299 @@ export type CreateOutcome =
   | { kind: 'replayed', plant: PlantRecord }
   | { kind: 'conflict', plant: PlantRecord }
 
-export interface PlantStore {
-  // Stores a new plant, or recognises a retry of the same plant, or refuses
-  // one that would overwrite a different plant. Resolves only once the row is
-  // committed.
+export interface PlantStoreOptions {
+  // Bounds every store call as a whole (DB_TIMEOUT_MS).
+  timeoutMs: number
+  // True once the migrations are applied; until then creates are refused.
+  ready: () => boolean
+  // Where a failed readiness check is logged.
+  log?: Pick<FastifyBaseLogger, 'warn'>
+  // Batch size, queue bound and writers in flight; defaults suit production.
+  writer?: BatchWriterOptions
+}
+
+export function createPlantStore (db: Db, { timeoutMs, ready, log, writer: writerOptions }: PlantStoreOptions) {
+  const writer = createBatchWriter(db, writerOptions)
+  return {
+    // Stores a new plant, or recognises a retry of the same plant, or
+    // refuses one that would overwrite a different plant. Resolves only once
+    // the row is committed.
+    async create (plant: PlantRecord): Promise<CreateOutcome> {
+      if (!ready()) throw new StoreUnavailableError('The database is not ready yet')
+      return await withDeadline(writer.create(plant), timeoutMs, 'create')
+    },
+    // The database answers within the timeout and migrations are applied.
+    async isReady (): Promise<boolean> {
+      if (!ready()) return false
+      try {
+        await withDeadline(db.query('SELECT 1'), timeoutMs, 'readiness check')
+        return true
+      } catch (err) {
+        log?.warn({ err }, 'readiness check failed')
+        return false
+      }
+    }
+  }
+}
+
+export type PlantStore = ReturnType<typeof createPlantStore>
+
+// Bounds one store operation as a whole. The driver's own timeouts bound each
+// step (pool checkout, connect, each statement), but a create is several
+// steps, so without this the client could wait a multiple of DB_TIMEOUT_MS.
+// The work is not cancelled: a write that commits after the deadline stays
+// stored, and the client, told 503, retries and gets 200 (a replay).
+async function withDeadline<T> (work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const expired = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new StoreUnavailableError(`${what} took longer than ${ms} ms`)), ms)
+  })
+  try {
+    return await Promise.race([work, expired])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+// Every create is an INSERT that must reach the database before it is
+// answered. One statement per request makes the database round trip the
+// limit; gathering the creates that arrive while a write is in flight into
+// one statement makes the machine the limit instead: the batching writer.
+
+export interface BatchWriterOptions {
+  // Rows written by one statement at most.
+  maxBatch?: number
+  // Creates waiting for a writer at most; past it create() refuses with
+  // StoreUnavailableError (503), so a stalled database turns into quick
+  // answers and bounded memory rather than a growing backlog.
+  maxQueue?: number
+  // Batches in flight at once. PGlite runs one query at a time on the JS
+  // thread, so more than one only queues inside PGlite.
+  concurrency?: number
+}
+
+// Measured with `npm run bench` (bench/RESULTS.md). At 32 client
+// connections batches hold 10-16 rows, so the batch bound only matters for
+// bigger bursts. On PostgreSQL one writer and two gave the same throughput
+// within noise and four less (smaller batches, more server CPU per row);
+// two keep one slow statement (say, waiting on a row lock another instance
+// holds) from stalling every create.
+export const DEFAULT_MAX_BATCH = 256
+export const DEFAULT_MAX_QUEUE = 10_000
+export const DEFAULT_CONCURRENCY = { postgres: 2, pglite: 1 } as const
+
+// Ids travel as decimal text cast to bigint[], so no driver ever sees a
+// rounded number. Rows the database already holds come back from the
+// second statement: under READ COMMITTED it sees rows committed after the
+// INSERT began, which one statement (a CTE) could not.
+export const insertBatchSql =
+  'INSERT INTO plants (id, name, tag) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) ' +
+  'ON CONFLICT (id) DO NOTHING RETURNING id'
+export const selectBatchSql = 'SELECT id, name, tag FROM plants WHERE id = ANY($1::bigint[])'
+// Prepared once per connection: parsing and planning the INSERT cost the
+// PostgreSQL server about a third of its CPU per batch (bench/RESULTS.md).
+const insertStatement = { name: 'plants_insert_batch' }
+const selectStatement = { name: 'plants_select_batch' }
+
+// A row that neither the INSERT wrote nor the SELECT found was held by a
+// transaction that rolled back in between: write it again, a bounded number
+// of times.
+const MAX_ATTEMPTS = 5
+
+function samePlant (a: PlantRecord, b: { name: string, tag?: string | null }): boolean {
+  return a.name === b.name && (a.tag ?? null) === (b.tag ?? null)
+}
+
+interface Pending {
+  plant: PlantRecord
+  resolve: (outcome: CreateOutcome) => void
+  reject: (err: unknown) => void
+}
+
+// The requests of one batch that name the same id. The first one's data is
+// what the batch tries to store: first come, first served.
+interface Group {
+  key: string
+  members: Pending[]
+}
+
+export interface BatchWriter {
   create(plant: PlantRecord): Promise<CreateOutcome>
 }
 
-// Creates go through the batching writer: the creates that arrive while a
-// write is in flight share the next statement, and each still gets its own
-// answer (see batch-writer.ts).
-export function createPlantStore (db: Db, options: BatchWriterOptions = {}): PlantStore {
-  return createBatchWriter(db, options)
+export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): BatchWriter {
+  const maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH
+  const maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE
+  const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY[db.kind]
+  const queue: Pending[] = []
+  let inFlight = 0
+
+  // No timer: a batch starts in the check phase of the event loop turn in
+  // which its first create arrived, once the requests whose bytes were read
+  // in that same turn have queued too; under load the batches form while
+  // earlier ones are in flight. Starting at once, in the request's own
+  // microtasks, would write one row per batch on PGlite: its queries run
+  // synchronously on this thread, so no other request is read in between.
+  let scheduled = false
+  const schedule = (): void => {
+    if (scheduled) return
+    scheduled = true
+    setImmediate(pump)
+  }
+  const pump = (): void => {
+    scheduled = false
+    while (inFlight < concurrency && queue.length > 0) {
+      const batch = queue.splice(0, maxBatch)
+      inFlight++
+      // writeBatch answers every request itself and never rejects.
+      writeBatch(batch).finally(() => {
+        inFlight--
+        schedule()
+      })
+    }
+  }
+
+  const writeBatch = async (batch: Pending[]): Promise<void> => {
+    try {
+      await settle(groupById(batch))
+    } catch (err) {
+      // A bug in the code above must not leave a request waiting forever;
+      // requests already answered ignore this.
+      for (const p of batch) p.reject(err)
+    }
+  }
+
+  // Answers every request of groups; returns the error that failed them, if
+  // any, so writing rows one by one can stop when the database is gone.
+  const settle = async (groups: Group[]): Promise<unknown> => {
+    let pending = groups
+    for (let attempt = 1; pending.length > 0; attempt++) {
+      if (attempt > MAX_ATTEMPTS) {
+        const err = new Error(`plant rows vanished ${MAX_ATTEMPTS} times between INSERT and SELECT`)
+        failAll(pending, err)
+        return err
+      }
+      // The groups not answered yet, should a statement fail.
+      let unanswered = pending
+      try {
+        unanswered = await insert(pending)
+        pending = unanswered.length === 0 ? [] : await answerExisting(unanswered)
+      } catch (err) {
+        if (isUnavailable(err) || unanswered.length === 1) {
+          const failure = asStoreError(err)
+          failAll(unanswered, failure)
+          return failure
+        }
+        // Something in this batch cannot be stored (or the statement failed
+        // for a reason of its own): write each row alone, so only the row at
+        // fault fails.
+        return await oneByOne(unanswered)
+      }
+    }
+    return undefined
+  }
+
+  const oneByOne = async (groups: Group[]): Promise<unknown> => {
+    for (let i = 0; i < groups.length; i++) {
+      const failure = await settle([groups[i] as Group])
+      if (failure !== undefined && isUnavailable(failure)) {
+        failAll(groups.slice(i + 1), failure)
+        return failure
+      }
+    }
+    return undefined
+  }
+
+  // Writes the groups' rows in one statement, answers the ones it created
+  // and returns the groups whose id was already stored.
+  const insert = async (groups: Group[]): Promise<Group[]> => {
+    const ids: string[] = []
+    const names: string[] = []
+    const tags: Array<string | null> = []
+    for (const g of groups) {
+      const plant = first(g).plant
+      ids.push(g.key)
+      names.push(plant.name)
+      tags.push(plant.tag ?? null)
+    }
+    const rows = await db.query<{ id: unknown }>(insertBatchSql, [ids, names, tags], insertStatement)
+    const created = new Set<string>()
+    for (const row of rows) created.add(toId(row.id).toString())
+    const existing: Group[] = []
+    for (const g of groups) {
+      if (created.has(g.key)) answer(g, first(g).plant, true)
+      else existing.push(g)
+    }
+    return existing
+  }
+
+  // Answers the groups whose row is stored; returns those whose row is gone.
+  const answerExisting = async (groups: Group[]): Promise<Group[]> => {
+    const rows = await db.query<{ id: unknown, name: string, tag: string | null }>(
+      selectBatchSql, [groups.map((g) => g.key)], selectStatement)
+    const stored = new Map<string, { name: string, tag: string | null }>()
+    for (const row of rows) stored.set(toId(row.id).toString(), row)
+    const missing: Group[] = []
+    for (const g of groups) {
+      const row = stored.get(g.key)
+      if (row === undefined) {
+        missing.push(g)
+        continue
+      }
+      const id = first(g).plant.id
+      answer(g, row.tag === null ? { id, name: row.name } : { id, name: row.name, tag: row.tag }, false)
+    }
+    return missing
+  }
+
+  return {
+    async create (plant) {
+      if (queue.length >= maxQueue) {
+        throw new StoreUnavailableError(`${queue.length} creates are already waiting for the database`)
+      }
+      return await new Promise<CreateOutcome>((resolve, reject) => {
+        queue.push({ plant, resolve, reject })
+        if (inFlight < concurrency) schedule()
+      })
+    }
+  }
+}
+
+function first (g: Group): Pending {
+  return g.members[0] as Pending
+}
+
+// Groups a batch by id, in ascending id order: concurrent batches (here or
+// in another instance) then take row locks in the same order and cannot
+// deadlock on each other.
+function groupById (batch: Pending[]): Group[] {
+  const byKey = new Map<string, Group>()
+  for (const p of batch) {
+    const key = p.plant.id.toString()
+    const group = byKey.get(key)
+    if (group === undefined) byKey.set(key, { key, members: [p] })
+    else group.members.push(p)
+  }
+  const groups = [...byKey.values()]
+  if (groups.length > 1) {
+    groups.sort((a, b) => {
+      const x = first(a).plant.id
+      const y = first(b).plant.id
+      return x < y ? -1 : x > y ? 1 : 0
+    })
+  }
+  return groups
+}
+
+// The first request of a group that created the row gets "created"; every
+// other request compares its data with the stored row.
+function answer (g: Group, stored: PlantRecord, created: boolean): void {
+  g.members.forEach((p, i) => {
+    if (created && i === 0) p.resolve({ kind: 'created', plant: p.plant })
+    else p.resolve({ kind: samePlant(p.plant, stored) ? 'replayed' : 'conflict', plant: stored })
+  })
+}
+
+function failAll (groups: Group[], err: unknown): void {
+  for (const g of groups) for (const p of g.members) p.reject(err)
 }
