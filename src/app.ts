@@ -2,14 +2,11 @@ import Fastify, { type FastifyHttpOptions, type FastifyInstance, type FastifySer
 import type { Server } from 'node:http'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from './config.js'
-import { sharedSchemas } from './schemas.js'
-import { parseJsonBody } from './body/json.js'
-import { validatorCompiler } from './body/validation.js'
-import { errorHandler, frameworkErrorHandler, notFoundHandler } from './http/errors.js'
-import { answerUnmetExpectation, clientErrorHandler, closeIfBodyUnread, genReqId, requireHostHeader } from './http/edge.js'
-
+import { frameworkErrorHandler } from './http/errors.js'
+import { clientErrorHandler, genReqId } from './http/edge.js'
 import { connectionLimits, serverTimeouts, type ServerTimeouts } from './http/timeouts.js'
-import { refuseWhileClosing } from './http/shutdown.js'
+import httpEdge from '../plugins/http-edge.js'
+import jsonBody from '../plugins/json-body.js'
 import dbPlugin, { type DbPluginOptions } from '../plugins/db.js'
 import authPlugin from '../plugins/auth.js'
 import docsPlugin from '../plugins/docs.js'
@@ -41,7 +38,7 @@ export function serverOptions (
     requestIdHeader: false,
     clientErrorHandler,
     frameworkErrors: frameworkErrorHandler,
-    // Bound slow and oversized clients: see src/server-timeouts.ts.
+    // Bound slow and oversized clients: see src/http/timeouts.ts.
     ...limits,
     // Node's Host check answers with an empty body: requireHostHeader does it.
     http: { ...limits.http, requireHostHeader: false },
@@ -58,30 +55,12 @@ export function serverOptions (
 export async function buildApp ({ config, logger = false, background, timeouts, writer }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify(serverOptions(config, logger, serverTimeouts(config, timeouts))).withTypeProvider<TypeBoxTypeProvider>()
 
-  app.setValidatorCompiler(validatorCompiler)
-  app.setErrorHandler(errorHandler)
-  app.setNotFoundHandler(notFoundHandler)
-  for (const schema of sharedSchemas) app.addSchema(schema)
-
-  // Only JSON is accepted; Fastify's text/plain parser would otherwise let
-  // other media types through to validation.
-  app.removeAllContentTypeParsers()
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
-    try {
-      done(null, parseJsonBody(body as Buffer))
-    } catch (err) {
-      done(err as Error, undefined)
-    }
-  })
-
-  app.addHook('onRequest', async (request, reply) => {
-    reply.header('x-request-id', request.id)
-    requireHostHeader(request)
-  })
-  app.server.on('checkExpectation', (req, res) => answerUnmetExpectation(app.log, req, res))
-  app.addHook('onSend', closeIfBodyUnread)
-  refuseWhileClosing(app)
-
+  // In the order a request meets them: the connection edge (request id,
+  // Host, Expect, shutdown, the Error shape), the database, the public docs
+  // and probes, then the API: bearer auth, media type, body, validation and
+  // the store (routes/plants.ts).
+  await app.register(httpEdge)
+  await app.register(jsonBody)
   await app.register(dbPlugin, {
     config,
     ...(background === undefined ? {} : { background }),
