@@ -1,7 +1,13 @@
 import Postgrator from 'postgrator'
-import { join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import type { Db } from './db.js'
-import { migrationsDir } from '../paths.js'
+
+// The project root, whether this runs from src/store/ (tsx) or from
+// dist/src/store/ (built); migrations/ sits there in both layouts.
+const above = dirname(dirname(dirname(fileURLToPath(import.meta.url))))
+export const projectRoot = basename(above) === 'dist' ? dirname(above) : above
+export const migrationsDir = join(projectRoot, 'migrations')
 
 // Any constant works; it only has to be the same for every instance.
 export const MIGRATION_LOCK = 727_001

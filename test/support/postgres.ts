@@ -1,5 +1,5 @@
 import { readdirSync } from 'node:fs'
-import { migrationsDir } from '../../src/paths.js'
+import { migrationsDir } from '../../src/store/migrate.js'
 import { createTestDatabase, withClient, type TestDatabase } from '../helper.js'
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js'
 

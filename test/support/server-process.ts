@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { once } from 'node:events'
 import { createInterface } from 'node:readline'
-import { projectRoot } from '../../src/paths.js'
+import { projectRoot } from '../../src/store/migrate.js'
 import { TOKEN } from '../helper.js'
 
 // The service as its own process: src/server.ts, run through tsx (the same
