@@ -1,6 +1,6 @@
 import t from 'tap'
-import { backends, buildTestApp, assertErrorShape, TOKEN, OTHER_TOKEN } from './helper.js'
-import { tokenMatcher } from '../plugins/auth.js'
+import { backends, buildTestApp, assertErrorShape, TOKEN, OTHER_TOKEN } from '../helper.js'
+import { tokenMatcher } from '../../plugins/auth.js'
 
 const body = '{"id": 1, "name": "Monstera"}'
 const REALM = 'Bearer realm="plant-store"'

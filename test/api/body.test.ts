@@ -1,5 +1,5 @@
 import t from 'tap'
-import { backends, buildTestApp, assertErrorShape, jsonHeaders, auth, postPlant } from './helper.js'
+import { backends, buildTestApp, assertErrorShape, jsonHeaders, auth, postPlant } from '../helper.js'
 
 for (const backend of backends()) {
   t.test(`media type and body on ${backend}`, async (t) => {

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { DOCS_SECURITY_HEADERS } from '../plugins/docs.js'
-import { assertErrorShape, backends, buildTestApp, postPlant } from './helper.js'
+import { DOCS_SECURITY_HEADERS } from '../../plugins/docs.js'
+import { assertErrorShape, backends, buildTestApp, postPlant } from '../helper.js'
 
 // Swagger UI's pages are public and carry security headers; the headers stay
 // on the docs and do not leak onto the API. (That the UI still works under

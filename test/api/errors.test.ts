@@ -1,11 +1,11 @@
 import t from 'tap'
 import { connect } from 'node:net'
 import Fastify from 'fastify'
-import { backends, buildTestApp, assertErrorShape, auth, jsonHeaders, TOKEN } from './helper.js'
-import { parseRawResponse, rawExchange } from './support/http.js'
-import { errorHandler } from '../src/http/errors.js'
-import { StoreUnavailableError } from '../src/store/errors.js'
-import { HttpError } from '../src/http/errors.js'
+import { backends, buildTestApp, assertErrorShape, auth, jsonHeaders, TOKEN } from '../helper.js'
+import { parseRawResponse, rawExchange } from '../support/http.js'
+import { errorHandler } from '../../src/http/errors.js'
+import { StoreUnavailableError } from '../../src/store/errors.js'
+import { HttpError } from '../../src/http/errors.js'
 
 // The error handler on its own: what reaches the client for each kind of error.
 t.test('error handler', async (t) => {

@@ -1,9 +1,9 @@
 import t from 'tap'
 import pg from 'pg'
-import { backends, buildTestApp, assertErrorShape, createTestDatabase, postPlant, testConfig } from './helper.js'
-import { buildApp } from '../src/app.js'
-import { MIGRATION_LOCK } from '../src/store/migrate.js'
-import { needsPostgres } from './support/postgres.js'
+import { backends, buildTestApp, assertErrorShape, createTestDatabase, postPlant, testConfig } from '../helper.js'
+import { buildApp } from '../../src/app.js'
+import { MIGRATION_LOCK } from '../../src/store/migrate.js'
+import { needsPostgres } from '../support/postgres.js'
 
 for (const backend of backends()) {
   t.test(`health on ${backend}`, async (t) => {

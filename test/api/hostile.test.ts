@@ -1,8 +1,8 @@
 import t, { type Test } from 'tap'
 import fc from 'fast-check'
 import type { FastifyInstance } from 'fastify'
-import { assertErrorShape, backends, buildTestApp, jsonHeaders, postPlant, TOKEN, type BackendName } from './helper.js'
-import { carriesValidToken, fuzzRequestArb, type FuzzRequest } from './support/fuzz-requests.js'
+import { assertErrorShape, backends, buildTestApp, jsonHeaders, postPlant, TOKEN, type BackendName } from '../helper.js'
+import { carriesValidToken, fuzzRequestArb, type FuzzRequest } from '../support/fuzz-requests.js'
 
 const FUZZ_RUNS = 10_000
 

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { backends, buildTestApp, postPlant, TOKEN, auth } from './helper.js'
-import { loggerOptions } from '../src/logger.js'
+import { backends, buildTestApp, postPlant, TOKEN, auth } from '../helper.js'
+import { loggerOptions } from '../../src/logger.js'
 
 for (const backend of backends()) {
   t.test(`logs on ${backend}`, async (t) => {

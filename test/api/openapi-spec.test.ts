@@ -1,5 +1,5 @@
 import t from 'tap'
-import { backends, buildTestApp, postPlant } from './helper.js'
+import { backends, buildTestApp, postPlant } from '../helper.js'
 
 // The served document checked against the specification itself
 // (../shared/spec/plant-store-spec.md), written out here by hand: if a

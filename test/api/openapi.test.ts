@@ -1,10 +1,10 @@
 import t from 'tap'
 import { readFile } from 'node:fs/promises'
 import { Validator } from '@seriousme/openapi-schema-validator'
-import { backends, buildTestApp } from './helper.js'
-import { formatOpenapi, servedOpenapi } from '../src/openapi-document.js'
+import { backends, buildTestApp } from '../helper.js'
+import { formatOpenapi, servedOpenapi } from '../../src/openapi-document.js'
 
-const committedPath = new URL('../openapi.json', import.meta.url)
+const committedPath = new URL('../../openapi.json', import.meta.url)
 
 t.test('the committed openapi.json is valid OpenAPI 3.1', async (t) => {
   const committed = JSON.parse(await readFile(committedPath, 'utf8')) as Record<string, unknown>

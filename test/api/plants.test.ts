@@ -1,5 +1,5 @@
 import t from 'tap'
-import { backends, buildTestApp, postPlant, assertErrorShape } from './helper.js'
+import { backends, buildTestApp, postPlant, assertErrorShape } from '../helper.js'
 
 for (const backend of backends()) {
   t.test(`POST /plants stores and answers on ${backend}`, async (t) => {

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { backends, buildTestApp, jsonHeaders, TOKEN } from './helper.js'
+import { backends, buildTestApp, jsonHeaders, TOKEN } from '../helper.js'
 
 const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 

@@ -4,11 +4,11 @@ import { writeFileSync, mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
-import { loadConfig } from '../src/config.js'
-import { loggerOptions } from '../src/logger.js'
-import { tokenMatcher } from '../plugins/auth.js'
-import type { Db, Sql } from '../src/store/db.js'
-import { assertErrorShape, backends, buildTestApp, jsonHeaders, OTHER_TOKEN, postPlant, TOKEN, withClient, type TestApp } from './helper.js'
+import { loadConfig } from '../../src/config.js'
+import { loggerOptions } from '../../src/logger.js'
+import { tokenMatcher } from '../../plugins/auth.js'
+import type { Db, Sql } from '../../src/store/db.js'
+import { assertErrorShape, backends, buildTestApp, jsonHeaders, OTHER_TOKEN, postPlant, TOKEN, withClient, type TestApp } from '../helper.js'
 
 // Tokens that are wrong here but could be real somewhere: they must not be
 // logged either.

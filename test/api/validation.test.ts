@@ -1,5 +1,5 @@
 import t from 'tap'
-import { backends, buildTestApp, assertErrorShape, postPlant } from './helper.js'
+import { backends, buildTestApp, assertErrorShape, postPlant } from '../helper.js'
 
 for (const backend of backends()) {
   t.test(`NewPlant validation on ${backend}`, async (t) => {

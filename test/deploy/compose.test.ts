@@ -5,8 +5,8 @@ import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { Ajv } from 'ajv'
 import { DCLinter } from 'dclint'
-import { composePath, composeText, durationMs, environmentOf, healthcheckArgv, readCompose, root, secretMounts, service } from './support/compose-file.js'
-import { SHUTDOWN_GRACE_MS } from '../src/http/shutdown.js'
+import { composePath, composeText, durationMs, environmentOf, healthcheckArgv, readCompose, root, secretMounts, service } from '../support/compose-file.js'
+import { SHUTDOWN_GRACE_MS } from '../../src/http/shutdown.js'
 
 // No Docker engine (nor the compose plugin) runs here: the file is checked
 // against the Compose Specification's JSON schema as the maintained dclint

@@ -5,8 +5,8 @@ import { createServer, type Server } from 'node:http'
 import { once } from 'node:events'
 import { join } from 'node:path'
 import { validate } from 'dockerfile-utils'
-import { all, dockerignoreMatcher, execForm, inStage, last, parseDockerfile, splitFlags, stagesOf, type Stage } from './support/dockerfile.js'
-import { freePort, root, spawnProcess, stageRuntime } from './support/built-server.js'
+import { all, dockerignoreMatcher, execForm, inStage, last, parseDockerfile, splitFlags, stagesOf, type Stage } from '../support/dockerfile.js'
+import { freePort, root, spawnProcess, stageRuntime } from '../support/processes.js'
 
 // No Docker engine runs here, so the image is checked by reading the
 // Dockerfile and running, outside a container, what the image would run.

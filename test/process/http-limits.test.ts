@@ -1,10 +1,10 @@
 import t, { type Test } from 'tap'
 import type { AddressInfo } from 'node:net'
 import Fastify from 'fastify'
-import { buildApp } from '../src/app.js'
-import { connectionLimits, MAX_HEADER_BYTES, serverTimeouts } from '../src/http/timeouts.js'
-import { assertErrorShape, createTestDatabase, testConfig, TOKEN } from './helper.js'
-import { parseRawResponse, rawExchange, type Chunk } from './support/http.js'
+import { buildApp } from '../../src/app.js'
+import { connectionLimits, MAX_HEADER_BYTES, serverTimeouts } from '../../src/http/timeouts.js'
+import { assertErrorShape, createTestDatabase, testConfig, TOKEN } from '../helper.js'
+import { parseRawResponse, rawExchange, type Chunk } from '../support/http.js'
 
 // What a client can do to the server below the API: oversized and too many
 // headers, and slow clients that would hold connections open. Node's own

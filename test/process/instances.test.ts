@@ -1,9 +1,9 @@
 import t from 'tap'
 import http from 'node:http'
-import { createTestDatabase, TOKEN } from './helper.js'
-import { appliedVersions, migrationVersions, needsPostgres, storedRows, timeUntil } from './support/postgres.js'
-import { startServerProcess, type ServerProcess } from './support/server-process.js'
-import { request, type HttpAnswer } from './support/http.js'
+import { createTestDatabase, TOKEN } from '../helper.js'
+import { appliedVersions, migrationVersions, needsPostgres, storedRows, timeUntil } from '../support/postgres.js'
+import { startServerProcess, type ServerProcess } from '../support/server-process.js'
+import { request, type HttpAnswer } from '../support/http.js'
 
 // Three service processes on one PostgreSQL database, as replicas behind a
 // load balancer would run.

@@ -1,14 +1,14 @@
 import t from 'tap'
 import pino from 'pino'
 import type { FastifyInstance } from 'fastify'
-import { buildApp } from '../src/app.js'
-import { openPostgres } from '../src/store/postgres.js'
-import { StoreUnavailableError } from '../src/store/errors.js'
-import { assertErrorShape, postPlant, testConfig, TOKEN } from './helper.js'
-import { appliedVersions, migrationVersions, needsPostgres, proxiedDatabase, sleep, storedRows, timeUntil } from './support/postgres.js'
-import type { CutMode } from './support/tcp-proxy.js'
-import { startServerProcess } from './support/server-process.js'
-import { request } from './support/http.js'
+import { buildApp } from '../../src/app.js'
+import { openPostgres } from '../../src/store/postgres.js'
+import { StoreUnavailableError } from '../../src/store/errors.js'
+import { assertErrorShape, postPlant, testConfig, TOKEN } from '../helper.js'
+import { appliedVersions, migrationVersions, needsPostgres, proxiedDatabase, sleep, storedRows, timeUntil } from '../support/postgres.js'
+import type { CutMode } from '../support/tcp-proxy.js'
+import { startServerProcess } from '../support/server-process.js'
+import { request } from '../support/http.js'
 
 // The service -> TCP proxy -> PostgreSQL. The proxy cuts the database away
 // (reset: the server is gone; blackhole: packets vanish) and brings it back.

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { freePort, stageRuntime, startBuiltServer, type ServerProcess } from './support/built-server.js'
+import { freePort, stageRuntime, startBuiltServer, type ServerProcess } from '../support/processes.js'
 
 const TOKEN = 'process-test-token'
 const create = async (url: string, body: unknown, token = TOKEN) => {

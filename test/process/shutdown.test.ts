@@ -4,10 +4,10 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { backends, createTestDatabase } from './helper.js'
-import { freePort, jsonLines, stageRuntime, startBuiltServer } from './support/built-server.js'
-import { storedPlants } from './support/stored-plants.js'
-import { SHUTDOWN_GRACE_MS } from '../src/http/shutdown.js'
+import { backends, createTestDatabase } from '../helper.js'
+import { freePort, jsonLines, stageRuntime, startBuiltServer } from '../support/processes.js'
+import { storedPlants } from '../support/stored-plants.js'
+import { SHUTDOWN_GRACE_MS } from '../../src/http/shutdown.js'
 
 // A deploy or restart sends SIGTERM while creates are in flight. Refused or
 // cut-off requests are allowed (the client retries; creates are idempotent),

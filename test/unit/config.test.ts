@@ -2,7 +2,7 @@ import t from 'tap'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { loadConfig, ConfigError } from '../src/config.js'
+import { loadConfig, ConfigError } from '../../src/config.js'
 
 t.test('defaults match the contract', async (t) => {
   const { config, generatedToken } = loadConfig({ API_TOKENS: 'a' })

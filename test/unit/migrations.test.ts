@@ -1,14 +1,14 @@
 import t from 'tap'
-import { backends, createTestDatabase, withClient } from './helper.js'
-import { openPglite } from '../src/store/pglite.js'
-import { openPostgres } from '../src/store/postgres.js'
-import { migrate, latestVersion } from '../src/store/migrate.js'
-import type { Db } from '../src/store/db.js'
+import { backends, createTestDatabase, withClient } from '../helper.js'
+import { openPglite } from '../../src/store/pglite.js'
+import { openPostgres } from '../../src/store/postgres.js'
+import { migrate, latestVersion } from '../../src/store/migrate.js'
+import type { Db } from '../../src/store/db.js'
 import pino from 'pino'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { jsonLines, root, spawnProcess } from './support/built-server.js'
+import { jsonLines, root, spawnProcess } from '../support/processes.js'
 
 const silent = pino({ level: 'silent' })
 

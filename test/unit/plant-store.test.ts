@@ -1,14 +1,14 @@
 import t from 'tap'
 import { pino } from 'pino'
 import { setImmediate as tick, setTimeout as sleep } from 'node:timers/promises'
-import { buildApp } from '../src/app.js'
-import type { Db, QueryOptions, Row } from '../src/store/db.js'
-import { openPglite } from '../src/store/pglite.js'
-import { openPostgres } from '../src/store/postgres.js'
-import { migrate } from '../src/store/migrate.js'
-import { StoreUnavailableError } from '../src/store/errors.js'
-import { createBatchWriter, insertBatchSql, type BatchWriterOptions, type CreateOutcome, type PlantRecord } from '../src/store/plant-store.js'
-import { assertErrorShape, backends, createTestDatabase, postPlant, testConfig, type BackendName } from './helper.js'
+import { buildApp } from '../../src/app.js'
+import type { Db, QueryOptions, Row } from '../../src/store/db.js'
+import { openPglite } from '../../src/store/pglite.js'
+import { openPostgres } from '../../src/store/postgres.js'
+import { migrate } from '../../src/store/migrate.js'
+import { StoreUnavailableError } from '../../src/store/errors.js'
+import { createBatchWriter, insertBatchSql, type BatchWriterOptions, type CreateOutcome, type PlantRecord } from '../../src/store/plant-store.js'
+import { assertErrorShape, backends, createTestDatabase, postPlant, testConfig, type BackendName } from '../helper.js'
 
 // A Db whose batch INSERTs are recorded and can be held back or made to fail.
 interface ControlledDb extends Db {

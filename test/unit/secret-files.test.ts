@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
-import { loadConfig } from '../src/config.js'
+import { loadConfig } from '../../src/config.js'
 
 // Secrets as docker compose mounts them: one file each under /run/secrets.
 const dir = mkdtempSync(join(tmpdir(), 'plant-secrets-'))
