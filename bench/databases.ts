@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import pg from 'pg'
 import { PGlite } from '@electric-sql/pglite'
+import { withClient } from '../test/support/database.js'
 
 export interface BenchDatabase {
   // Environment for the service.
@@ -11,16 +11,6 @@ export interface BenchDatabase {
   // Rows in plants; call after the service has stopped.
   countRows(): Promise<number>
   drop(): Promise<void>
-}
-
-async function withClient<T> (url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url })
-  await client.connect()
-  try {
-    return await fn(client)
-  } finally {
-    await client.end()
-  }
 }
 
 // A database of its own on the given server, dropped afterwards.

@@ -1,7 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { readFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { freePort, residentBytes } from '../test/support/processes.js'
 
 export interface Server {
   name: string
@@ -12,26 +11,6 @@ export interface Server {
   // The kernel's own high-water mark of the resident set, in bytes.
   peakRss(): number
   stop(): Promise<void>
-}
-
-export async function freePort (): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const probe = createServer()
-    probe.once('error', reject)
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address()
-      probe.close(() => { typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port')) })
-    })
-  })
-}
-
-function statusKb (pid: number, field: 'VmRSS' | 'VmHWM'): number {
-  try {
-    const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
-    return match === null ? 0 : Number(match[1]) * 1024
-  } catch {
-    return 0
-  }
 }
 
 // Starts `node args…` on 127.0.0.1 and waits until GET /health/ready answers 200.
@@ -52,8 +31,8 @@ export async function startServer (name: string, args: string[], env: Record<str
   let max = 0
   let peak = 0
   const poll = setInterval(() => {
-    max = Math.max(max, statusKb(pid, 'VmRSS'))
-    peak = Math.max(peak, statusKb(pid, 'VmHWM'))
+    max = Math.max(max, residentBytes(pid, 'VmRSS'))
+    peak = Math.max(peak, residentBytes(pid, 'VmHWM'))
   }, 200)
   poll.unref()
 
@@ -74,8 +53,8 @@ export async function startServer (name: string, args: string[], env: Record<str
     name,
     url,
     child,
-    maxRss: () => Math.max(max, statusKb(pid, 'VmRSS')),
-    peakRss: () => Math.max(peak, statusKb(pid, 'VmHWM')),
+    maxRss: () => Math.max(max, residentBytes(pid, 'VmRSS')),
+    peakRss: () => Math.max(peak, residentBytes(pid, 'VmHWM')),
     async stop () {
       clearInterval(poll)
       if (exited) return
@@ -99,7 +78,7 @@ export async function runToEnd (name: string, args: string[], env: Record<string
   child.stderr?.on('data', (chunk: Buffer) => output.push(chunk.toString()))
   let peak = 0
   const pid = child.pid as number
-  const poll = setInterval(() => { peak = Math.max(peak, statusKb(pid, 'VmHWM')) }, 50)
+  const poll = setInterval(() => { peak = Math.max(peak, residentBytes(pid, 'VmHWM')) }, 50)
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
   clearInterval(poll)
   if (code !== 0) throw new Error(`${name} failed (exit ${code}):\n${output.join('')}`)

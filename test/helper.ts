@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto'
-import pg from 'pg'
 import type { Test } from 'tap'
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import { buildApp } from '../src/app.js'
 import type { Config } from '../src/config.js'
+import { STORED_PLANTS_SQL, withClient, type StoredPlant } from './support/database.js'
 
 export const TOKEN = 'test-token-3c1f0b6a'
 export const OTHER_TOKEN = 'second-token-for-rotation'
@@ -42,16 +42,6 @@ export async function createTestDatabase (backend: BackendName): Promise<TestDat
   }
 }
 
-export async function withClient<T> (url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url })
-  await client.connect()
-  try {
-    return await fn(client)
-  } finally {
-    await client.end()
-  }
-}
-
 export function testConfig (database: Config['database'], overrides: Partial<Config> = {}): Config {
   return {
     port: 0,
@@ -71,10 +61,11 @@ export interface TestApp {
   backend: BackendName
   testDb: TestDatabase
   // Rows as the database holds them, ids as exact decimal text.
-  rows(): Promise<Array<{ id: string, name: string, tag: string | null }>>
+  rows(): Promise<StoredPlant[]>
 }
 
-interface Teardown { teardown(fn: () => unknown): void }
+// What a test offers to clean up after it (tap's Test).
+export interface Teardown { teardown(fn: () => unknown): void }
 
 // Builds the same app the server builds, on a fresh database; closes and
 // drops it when the test ends.
@@ -95,9 +86,7 @@ export async function buildTestApp (
     app,
     backend,
     testDb,
-    rows: () => app.db.query<{ id: string, name: string, tag: string | null }>(
-      'SELECT id::text AS id, name, tag FROM plants ORDER BY id'
-    )
+    rows: () => app.db.query<StoredPlant & Record<string, unknown>>(STORED_PLANTS_SQL)
   }
 }
 

@@ -8,7 +8,8 @@ import { loadConfig } from '../../src/config.js'
 import { loggerOptions } from '../../src/logger.js'
 import { tokenMatcher } from '../../plugins/auth.js'
 import type { Db, Sql } from '../../src/store/db.js'
-import { assertErrorShape, backends, buildTestApp, jsonHeaders, OTHER_TOKEN, postPlant, TOKEN, withClient, type TestApp } from '../helper.js'
+import { assertErrorShape, backends, buildTestApp, jsonHeaders, OTHER_TOKEN, postPlant, TOKEN, type TestApp } from '../helper.js'
+import { withClient } from '../support/database.js'
 
 // Tokens that are wrong here but could be real somewhere: they must not be
 // logged either.

@@ -3,12 +3,12 @@ import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { backends, createTestDatabase, withClient, type BackendName } from '../helper.js'
+import { backends, createTestDatabase, type BackendName } from '../helper.js'
 import { needsPostgres } from '../support/postgres.js'
 import { environmentOf, healthcheckArgv, readCompose, root, secretMounts, service } from '../support/compose-file.js'
 import { execForm, last, parseDockerfile, splitFlags, stagesOf, type Stage } from '../support/dockerfile.js'
 import { freePort, jsonLines, spawnProcess, stageRuntime, startBuiltServer, type ServerProcess } from '../support/processes.js'
-import { storedPlants } from '../support/stored-plants.js'
+import { storedPlants, withClient } from '../support/database.js'
 
 // What `docker compose up` would run, rehearsed without an engine: the app
 // service's environment from docker-compose.yml, each mounted secret as a

@@ -2,7 +2,7 @@ import t from 'tap'
 import http from 'node:http'
 import { createTestDatabase, TOKEN } from '../helper.js'
 import { appliedVersions, migrationVersions, needsPostgres, storedRows, timeUntil } from '../support/postgres.js'
-import { startServerProcess, type ServerProcess } from '../support/server-process.js'
+import { startServerProcess, type SourceServer } from '../support/processes.js'
 import { request, type HttpAnswer } from '../support/http.js'
 
 // Three service processes on one PostgreSQL database, as replicas behind a
@@ -33,7 +33,7 @@ t.test(`${INSTANCES} service processes on one database`, { skip: needsPostgres }
   t.teardown(() => testDb.drop())
 
   // Started together on an empty database: they race to migrate.
-  const servers: ServerProcess[] = await Promise.all(
+  const servers: SourceServer[] = await Promise.all(
     Array.from({ length: INSTANCES }, () => startServerProcess({ databaseUrl: url }))
   )
   t.teardown(() => Promise.all(servers.map((s) => s.stop())))

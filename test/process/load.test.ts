@@ -2,7 +2,7 @@ import t from 'tap'
 import http from 'node:http'
 import { TOKEN } from '../helper.js'
 import { needsPostgres, proxiedDatabase, storedRows, timeUntil } from '../support/postgres.js'
-import { startServerProcess } from '../support/server-process.js'
+import { startServerProcess } from '../support/processes.js'
 import { request } from '../support/http.js'
 
 // A few thousand creates over keep-alive connections while every packet to

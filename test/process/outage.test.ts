@@ -7,7 +7,7 @@ import { StoreUnavailableError } from '../../src/store/errors.js'
 import { assertErrorShape, postPlant, testConfig, TOKEN } from '../helper.js'
 import { appliedVersions, migrationVersions, needsPostgres, proxiedDatabase, sleep, storedRows, timeUntil } from '../support/postgres.js'
 import type { CutMode } from '../support/tcp-proxy.js'
-import { startServerProcess } from '../support/server-process.js'
+import { startServerProcess } from '../support/processes.js'
 import { request } from '../support/http.js'
 
 // The service -> TCP proxy -> PostgreSQL. The proxy cuts the database away

@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { backends, createTestDatabase } from '../helper.js'
 import { freePort, jsonLines, stageRuntime, startBuiltServer } from '../support/processes.js'
-import { storedPlants } from '../support/stored-plants.js'
+import { storedPlants } from '../support/database.js'
 import { SHUTDOWN_GRACE_MS } from '../../src/http/shutdown.js'
 
 // A deploy or restart sends SIGTERM while creates are in flight. Refused or

@@ -1,6 +1,7 @@
 import { readdirSync } from 'node:fs'
 import { migrationsDir } from '../../src/store/migrate.js'
-import { createTestDatabase, withClient, type TestDatabase } from '../helper.js'
+import { createTestDatabase, type Teardown, type TestDatabase } from '../helper.js'
+import { storedPlants, withClient, type StoredPlant } from './database.js'
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js'
 
 // Tests that need a real PostgreSQL server (a proxy to cut, several
@@ -11,12 +12,9 @@ export const needsPostgres: string | false =
     ? false
     : 'needs TEST_DATABASE_URL (a PostgreSQL server)'
 
-export interface StoredRow { id: string, name: string, tag: string | null }
-
-// Rows as PostgreSQL holds them, read directly (never through a proxy).
-export async function storedRows (url: string): Promise<Map<string, StoredRow>> {
-  const { rows } = await withClient(url, (c) => c.query<StoredRow>('SELECT id::text AS id, name, tag FROM plants'))
-  return new Map(rows.map((r) => [r.id, r]))
+// Rows as PostgreSQL holds them by id, read directly (never through a proxy).
+export async function storedRows (url: string): Promise<Map<string, StoredPlant>> {
+  return new Map((await storedPlants(url)).map((r) => [r.id, r]))
 }
 
 export interface ProxiedDatabase {
@@ -25,8 +23,6 @@ export interface ProxiedDatabase {
   // The database's URL through the proxy.
   proxiedUrl: string
 }
-
-interface Teardown { teardown(fn: () => unknown): void }
 
 // A fresh database and a proxy in front of it; both go when the test ends.
 export async function proxiedDatabase (t: Teardown): Promise<ProxiedDatabase> {

@@ -4,8 +4,15 @@ import { once } from 'node:events'
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join, relative } from 'node:path'
+import { createInterface } from 'node:readline'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
+import { TOKEN, type Teardown } from '../helper.js'
+
+// The one way tests (and the benchmark's port and memory readings) run the
+// service as a process: spawnProcess runs any command; startBuiltServer runs
+// the compiled server as the image does; startServerProcess runs
+// src/server.ts through tsx and waits until it listens.
 
 export const root = fileURLToPath(new URL('../..', import.meta.url))
 
@@ -62,6 +69,7 @@ export async function stageRuntime (): Promise<string> {
   return dir
 }
 
+// A port nothing listens on right now, from the OS (never a fixed one).
 export async function freePort (): Promise<number> {
   const server = createServer()
   server.listen(0, '127.0.0.1')
@@ -86,11 +94,31 @@ export interface ServerProcess {
   stop(signal?: NodeJS.Signals): Promise<Exit>
 }
 
-interface Teardown { teardown(fn: () => unknown): void }
+// A field of /proc/PID/status in bytes (Linux): VmRSS is the resident set
+// now, VmHWM its high-water mark. 0 once the process is gone.
+export function residentBytes (pid: number, field: 'VmRSS' | 'VmHWM' = 'VmRSS'): number {
+  try {
+    const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+    return match === null ? 0 : Number(match[1]) * 1024
+  } catch {
+    return 0
+  }
+}
 
 // Runs argv (node first) in cwd with exactly env (plus PATH), as a container
 // would; the test's teardown kills whatever is still running.
 export function spawnProcess (t: Teardown, argv: string[], cwd: string, env: Record<string, string>): ServerProcess {
+  const proc = launch(argv, cwd, env)
+  t.teardown(async () => {
+    if (proc.child.exitCode === null && proc.child.signalCode === null) {
+      proc.child.kill('SIGKILL')
+      await proc.exited
+    }
+  })
+  return proc
+}
+
+function launch (argv: string[], cwd: string, env: Record<string, string>): ServerProcess {
   const [command, ...args] = argv
   const child = spawn(command === 'node' ? process.execPath : command as string, args, {
     cwd,
@@ -103,12 +131,6 @@ export function spawnProcess (t: Teardown, argv: string[], cwd: string, env: Rec
   child.stderr?.on('data', (d: Buffer) => { err += d.toString() })
   const exited = new Promise<Exit>((resolve) => {
     child.once('close', (code, signal) => resolve({ code, signal }))
-  })
-  t.teardown(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGKILL')
-      await exited
-    }
   })
   const alive = (): boolean => child.exitCode === null && child.signalCode === null
   return {
@@ -154,4 +176,79 @@ export function jsonLines (text: string): { lines: Array<Record<string, unknown>
     }
   }
   return { lines, other }
+}
+
+// The service from source (src/server.ts through tsx: the same code `npm run
+// build` compiles, with no build shared between test files that tap runs in
+// parallel) on PostgreSQL, listening on a port of its own.
+export interface SourceServer {
+  readonly child: ChildProcess
+  // http://127.0.0.1:PORT once it listens.
+  readonly url: string
+  // JSON log lines so far, parsed.
+  readonly logs: Array<Record<string, unknown>>
+  // Resident set size in bytes.
+  rss(): number
+  // SIGTERM (SIGKILL after 15 s), then the exit code.
+  stop(): Promise<number | null>
+}
+
+export interface SourceServerOptions {
+  databaseUrl: string
+  env?: Record<string, string>
+  startTimeoutMs?: number
+}
+
+export async function startServerProcess (opts: SourceServerOptions): Promise<SourceServer> {
+  const proc = launch(['node', '--import', 'tsx', 'src/server.ts'], root, {
+    HOME: process.env.HOME ?? '',
+    NODE_ENV: 'test',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'info',
+    API_TOKENS: TOKEN,
+    DATABASE_URL: opts.databaseUrl,
+    ...opts.env
+  })
+  const { child } = proc
+  const logs: Array<Record<string, unknown>> = []
+  const startTimeoutMs = opts.startTimeoutMs ?? 20_000
+  const listening = new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not listen within ${startTimeoutMs} ms; stderr: ${proc.stderr()}`)), startTimeoutMs)
+    child.once('exit', (code) => {
+      clearTimeout(timer)
+      reject(new Error(`server exited with ${code} before listening; stderr: ${proc.stderr()}`))
+    })
+    createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+      const entry = jsonLines(line).lines[0]
+      if (entry === undefined) return
+      logs.push(entry)
+      const match = /listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(String(entry.msg))
+      if (match !== null) {
+        clearTimeout(timer)
+        resolve(match[1] as string)
+      }
+    })
+  })
+
+  let url: string
+  try {
+    url = await listening
+  } catch (err) {
+    child.kill('SIGKILL')
+    throw err
+  }
+
+  return {
+    child,
+    url,
+    logs,
+    rss: () => residentBytes(child.pid as number),
+    async stop () {
+      const timer = setTimeout(() => proc.signal('SIGKILL'), 15_000)
+      const { code } = await proc.stop('SIGTERM')
+      clearTimeout(timer)
+      return code
+    }
+  }
 }

@@ -1,5 +1,6 @@
 import t from 'tap'
-import { backends, createTestDatabase, withClient } from '../helper.js'
+import { backends, createTestDatabase } from '../helper.js'
+import { withClient } from '../support/database.js'
 import { openPglite } from '../../src/store/pglite.js'
 import { openPostgres } from '../../src/store/postgres.js'
 import { migrate, latestVersion } from '../../src/store/migrate.js'
