@@ -43,7 +43,7 @@ t.test('multi-stage: build with dev dependencies, run with production dependenci
   const migrations = copies.find((c) => c.from === undefined && c.sources.includes('migrations'))
   t.ok(migrations, 'migrations/ is copied from the context')
   t.notOk(copies.some((c) => c.from === undefined && c.sources.some((s) => /^(src|test|plugins|routes)\b/.test(s))), 'no TypeScript sources or tests in the final stage')
-  // src/paths.ts reads migrations/ beside dist/ (the project root).
+  // src/store/migrate.ts reads migrations/ beside dist/ (the project root).
   const distDir = inStage(final, (dist as typeof copies[number]).ins, (dist as typeof copies[number]).dest)
   const migrationsDir = inStage(final, (migrations as typeof copies[number]).ins, (migrations as typeof copies[number]).dest)
   t.equal(migrationsDir, join(distDir, '..', 'migrations'), 'migrations/ sits beside dist/')
