@@ -95,7 +95,9 @@ async function dbPlugin (fastify: FastifyInstance, opts: DbPluginOptions): Promi
         await withDeadline(db.query('SELECT 1'), dbTimeoutMs, 'readiness check')
         return true
       } catch (err) {
-        log.warn({ err }, 'readiness check failed')
+        // Asked by every probe: at debug. An outage shows at warn where it
+        // matters, in the creates it refuses and the migration retries.
+        log.debug({ err }, 'readiness check failed')
         return false
       }
     }

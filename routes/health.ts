@@ -1,8 +1,27 @@
+import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ErrorBody } from '../src/schemas.js'
-import { HttpError } from '../src/http-error.js'
+import { errorBody, RETRY_AFTER_SECONDS, UNAVAILABLE_MESSAGE } from '../src/error-handler.js'
 
 const Status = Type.Object({ status: Type.String() })
+
+const PROBES = new Set(['/health/live', '/health/ready'])
+const isProbe = (request: FastifyRequest): boolean => PROBES.has(request.routeOptions.url ?? '')
+
+// Engines and balancers probe every few seconds per replica: at info that
+// would bury the requests that matter. A probe's request lines log at debug;
+// every other request (and a probe that errors) as Fastify logs it.
+export class ProbesAtDebug extends LogController {
+  override incomingRequest (request: FastifyRequest, reply: FastifyReply): void {
+    if (isProbe(request)) request.log.debug({ req: request }, 'incoming request')
+    else super.incomingRequest(request, reply)
+  }
+
+  override requestCompleted (error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    if (error == null && isProbe(request)) reply.log.debug({ res: reply, responseTime: reply.elapsedTime }, 'request completed')
+    else super.requestCompleted(error, request, reply)
+  }
+}
 
 // Public probes for orchestrators: live while the process runs, ready while
 // the database answers and the schema is migrated.
@@ -11,11 +30,17 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: { hide: true, response: { 200: Status } }
   }, async () => ({ status: 'ok' }))
 
+  // Not ready is an expected state (start-up, migrations, an outage another
+  // log line reports), answered directly rather than thrown: no error log,
+  // no stack trace every few seconds.
   fastify.get('/health/ready', {
     schema: { hide: true, response: { 200: Status, 503: Type.Ref(ErrorBody) } }
-  }, async () => {
-    if (!(await fastify.store.isReady())) throw new HttpError(503, 'The database is not ready')
-    return { status: 'ready' }
+  }, async (request, reply) => {
+    if (await fastify.store.isReady()) return { status: 'ready' }
+    request.log.debug({ migrated: fastify.store.isMigrated() }, 'not ready')
+    return await reply.code(503).header('retry-after', String(RETRY_AFTER_SECONDS))
+      .type('application/json; charset=utf-8')
+      .send(errorBody(503, UNAVAILABLE_MESSAGE))
   })
 }
 

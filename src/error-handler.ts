@@ -4,6 +4,7 @@ import type { ErrorBody } from './schemas.js'
 
 // Seconds a client should wait before retrying after a 503.
 export const RETRY_AFTER_SECONDS = 5
+export const UNAVAILABLE_MESSAGE = 'The database is unavailable; retry later'
 
 export function statusOf (err: FastifyError): number {
   if (err.validation !== undefined) return 400
@@ -25,7 +26,7 @@ export function errorHandler (err: FastifyError, request: FastifyRequest, reply:
   if (status === 503) {
     request.log.warn({ err }, 'service unavailable')
     reply.header('retry-after', String(RETRY_AFTER_SECONDS))
-    message = 'The database is unavailable; retry later'
+    message = UNAVAILABLE_MESSAGE
   } else if (status >= 500) {
     request.log.error({ err }, 'request failed')
     message = STATUS_CODES[status] ?? 'Internal Server Error'
