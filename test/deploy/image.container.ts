@@ -4,13 +4,13 @@
 // container listens on 127.0.0.1 at a free port given in PORT.
 import t, { type Test } from 'tap'
 import { randomBytes } from 'node:crypto'
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createTestDatabase, withClient } from '../helper.js'
 import { freePort, jsonLines, root } from '../support/built-server.js'
 import { request } from '../support/http.js'
-import { migrationsDir } from '../../src/paths.js'
+import { appliedVersions, migrationVersions } from '../support/postgres.js'
 import { openSlowUpload } from './slow-client.js'
 import {
   docker, dockerOk, dockerUp, logs, removeLeftovers, removeThisRun, runArgs, startContainer, state, createVolume,
@@ -57,14 +57,6 @@ async function stopWithSlowClient (t: Test, container: string, port: number, tok
   t.ok(jsonLines(out.stdout).lines.some((l) => l.msg === 'stopped'), 'the service logged that it stopped')
   t.notOk(out.stdout.includes('killed by timeout'), 'not the last-resort exit')
 }
-
-// The versions of migrations/*.do.*.sql, and those a database records
-// (postgrator's row 0 is its own baseline).
-const migrationVersions = (): number[] =>
-  readdirSync(migrationsDir).filter((f) => /\.do\./.test(f)).map((f) => Number.parseInt(f, 10)).sort((a, b) => a - b)
-const appliedVersions = async (url: string): Promise<number[]> =>
-  (await withClient(url, (c) => c.query<{ version: string }>('SELECT version::text AS version FROM schemaversion WHERE version > 0 ORDER BY version')))
-    .rows.map((r) => Number(r.version))
 
 // A one-line refusal: everything the container printed, in one line.
 function oneLine (run: { stdout: string, stderr: string }): string[] {

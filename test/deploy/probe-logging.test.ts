@@ -1,10 +1,8 @@
 import t from 'tap'
-import pg from 'pg'
-import { buildTestApp, createTestDatabase, postPlant, testConfig } from '../helper.js'
+import { buildTestApp, postPlant, testConfig } from '../helper.js'
 import { buildApp } from '../../src/app.js'
 import { loggerOptions } from '../../src/logger.js'
-import { MIGRATION_LOCK } from '../../src/store/migrate.js'
-import { needsPostgres } from '../support/postgres.js'
+import { heldMigrationLock, needsPostgres } from '../support/postgres.js'
 
 // Every engine and balancer probes every few seconds per replica. At the
 // default level a probe writes nothing; at debug its lines are there; an
@@ -59,13 +57,7 @@ t.test('a probe while the database is gone: 503, nothing at info, no stack trace
 })
 
 t.test('a probe before the migrations are applied: 503 at debug only, no stack trace', { skip: needsPostgres }, async (t) => {
-  const testDb = await createTestDatabase('postgres')
-  const holder = new pg.Client({ connectionString: testDb.url })
-  await holder.connect()
-  t.teardown(async () => { await holder.end().catch(() => {}); await testDb.drop() })
-  // Another instance mid-migration holds the lock.
-  await holder.query('BEGIN')
-  await holder.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
+  const { testDb, commit } = await heldMigrationLock(t)
 
   const { logger, lines } = capture('debug')
   const app = await buildApp({
@@ -81,6 +73,6 @@ t.test('a probe before the migrations are applied: 503 at debug only, no stack t
   t.ok(lines503.every((l) => l.level === DEBUG), 'every probe line at debug')
   t.notOk(lines.some((l) => l.level > INFO && JSON.stringify(l).includes('stack')), 'no stack trace above info')
   t.notOk(lines503.some((l) => l.err !== undefined), 'no error object in probe lines')
-  await holder.query('COMMIT')
+  await commit()
   await app.store.migrated
 })
