@@ -1,9 +1,28 @@
 import fp from 'fastify-plugin'
+import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ErrorBody } from '../src/schemas.js'
-import { HttpError } from '../src/http/errors.js'
+import { RETRY_AFTER_SECONDS, sendError } from '../src/http/errors.js'
 
 const Status = Type.Object({ status: Type.String() })
+
+const PROBES = new Set(['/health/live', '/health/ready'])
+const isProbe = (request: FastifyRequest): boolean => PROBES.has(request.routeOptions.url ?? '')
+
+// Engines and balancers probe every few seconds per replica: at info that
+// would bury the requests that matter. A probe's request lines log at debug;
+// every other request (and a probe that errors) as Fastify logs it.
+export class ProbesAtDebug extends LogController {
+  override incomingRequest (request: FastifyRequest, reply: FastifyReply): void {
+    if (isProbe(request)) request.log.debug({ req: request }, 'incoming request')
+    else super.incomingRequest(request, reply)
+  }
+
+  override requestCompleted (error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    if (error == null && isProbe(request)) reply.log.debug({ res: reply, responseTime: reply.elapsedTime }, 'request completed')
+    else super.requestCompleted(error, request, reply)
+  }
+}
 
 // Public probes for orchestrators: live while the process runs, ready while
 // the database answers and the schema is migrated.
@@ -12,11 +31,15 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: { hide: true, response: { 200: Status } }
   }, async () => ({ status: 'ok' }))
 
+  // Not ready is an expected state (start-up, migrations, an outage another
+  // log line reports), answered directly rather than thrown: no error log,
+  // no stack trace every few seconds.
   fastify.get('/health/ready', {
     schema: { hide: true, response: { 200: Status, 503: Type.Ref(ErrorBody) } }
-  }, async () => {
-    if (!(await fastify.plants.isReady())) throw new HttpError(503, 'The database is not ready')
-    return { status: 'ready' }
+  }, async (request, reply) => {
+    if (await fastify.plants.isReady()) return { status: 'ready' }
+    request.log.debug({ migrated: fastify.plants.isMigrated() }, 'not ready')
+    return await sendError(reply, 503, 'The database is not ready', RETRY_AFTER_SECONDS.databaseUnavailable)
   })
 }
 

@@ -11,7 +11,7 @@ import dbPlugin, { type DbPluginOptions } from '../plugins/db.js'
 import authPlugin from '../plugins/auth.js'
 import docsPlugin from '../plugins/docs.js'
 import plantsRoutes from '../routes/plants.js'
-import healthRoutes from '../routes/health.js'
+import healthRoutes, { ProbesAtDebug } from '../routes/health.js'
 
 export interface AppOptions {
   config: Config
@@ -33,6 +33,7 @@ export function serverOptions (
   const limits = connectionLimits(timeouts)
   return {
     logger,
+    logController: new ProbesAtDebug(),
     bodyLimit: config.bodyLimit,
     genReqId,
     requestIdHeader: false,

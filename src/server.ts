@@ -2,7 +2,7 @@ import closeWithGrace from 'close-with-grace'
 import { ConfigError, loadConfig, preparePgliteDataDir, type LoadedConfig } from './config.js'
 import { buildApp } from './app.js'
 import { loggerOptions } from './logger.js'
-import { SHUTDOWN_GRACE_MS } from './http/shutdown.js'
+import { closeWithinGrace, SHUTDOWN_HARD_LIMIT_MS } from './http/shutdown.js'
 
 function fail (message: string): never {
   process.stderr.write(`plant-store: ${message}\n`)
@@ -38,10 +38,10 @@ const app = await buildApp({
 // logger: pino, so production output stays JSON lines.
 const graceLogger = { error: (msg: unknown) => app.log.error(msg instanceof Error ? { err: msg } : { msg: String(msg) }) }
 
-closeWithGrace({ delay: SHUTDOWN_GRACE_MS, logger: graceLogger }, async ({ signal, err }) => {
+closeWithGrace({ delay: SHUTDOWN_HARD_LIMIT_MS, logger: graceLogger }, async ({ signal, err }) => {
   if (err !== undefined) app.log.error({ err }, 'closing after an error')
   else app.log.info({ signal }, 'shutting down: finishing in-flight requests')
-  await app.close()
+  await closeWithinGrace(app)
   app.log.info('stopped')
 })
 

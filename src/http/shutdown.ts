@@ -1,10 +1,31 @@
 import type { FastifyInstance } from 'fastify'
 import { RETRY_AFTER_SECONDS, sendError } from './errors.js'
 
-// In-flight requests get this long to finish after SIGTERM/SIGINT before the
-// process exits anyway. docker-compose.yml's stop_grace_period must exceed
-// it, or the engine's SIGKILL cuts the drain short.
-export const SHUTDOWN_GRACE_MS = 10_000
+// In-flight requests get this long to finish after SIGTERM/SIGINT; then the
+// connections still open (a slow upload, a stalled client) are closed and the
+// process exits 0. Well inside `docker stop`'s default 10 s, so the engine's
+// SIGKILL never cuts the drain short; a client that was cut off got no
+// answer, so nothing it was told is lost, and it retries (creates are
+// idempotent).
+export const SHUTDOWN_GRACE_MS = 5_000
+
+// Last resort if closing hangs even with every connection gone (close-with-
+// grace then exits 1): still inside the engine's 10 s.
+export const SHUTDOWN_HARD_LIMIT_MS = 8_000
+
+// app.close(), bounded: past graceMs the remaining connections are closed so
+// the server's close, and then the database's, can finish.
+export async function closeWithinGrace (app: FastifyInstance, graceMs = SHUTDOWN_GRACE_MS): Promise<void> {
+  const timer = setTimeout(() => {
+    app.log.warn({ graceMs }, 'drain bound reached: closing the remaining connections')
+    app.server.closeAllConnections()
+  }, graceMs)
+  try {
+    await app.close()
+  } finally {
+    clearTimeout(timer)
+  }
+}
 
 // Once close has begun, a request that still arrives on an open keep-alive
 // connection is refused in the Error shape, with the request id and

@@ -25,7 +25,7 @@ export interface PlantStoreOptions {
   // True once the migrations are applied; until then creates are refused.
   ready: () => boolean
   // Where a failed readiness check is logged.
-  log?: Pick<FastifyBaseLogger, 'warn'>
+  log?: Pick<FastifyBaseLogger, 'debug'>
   // Batch size, queue bound and writers in flight; defaults suit production.
   writer?: BatchWriterOptions
 }
@@ -33,6 +33,8 @@ export interface PlantStoreOptions {
 export function createPlantStore (db: Db, { timeoutMs, ready, log, writer: writerOptions }: PlantStoreOptions) {
   const writer = createBatchWriter(db, writerOptions)
   return {
+    // Whether the migrations are applied: the readiness probe says why it is not ready.
+    isMigrated: ready,
     // Stores a new plant, or recognises a retry of the same plant, or
     // refuses one that would overwrite a different plant. Resolves only once
     // the row is committed.
@@ -47,7 +49,9 @@ export function createPlantStore (db: Db, { timeoutMs, ready, log, writer: write
         await withDeadline(db.query('SELECT 1'), timeoutMs, 'readiness check')
         return true
       } catch (err) {
-        log?.warn({ err }, 'readiness check failed')
+        // Asked by every probe: at debug. An outage shows at warn where it
+        // matters, in the creates it refuses and the migration retries.
+        log?.debug({ err }, 'readiness check failed')
         return false
       }
     }

@@ -1,9 +1,7 @@
 import t from 'tap'
-import pg from 'pg'
-import { backends, buildTestApp, assertErrorShape, createTestDatabase, postPlant, testConfig } from '../helper.js'
+import { backends, buildTestApp, assertErrorShape, postPlant, testConfig } from '../helper.js'
 import { buildApp } from '../../src/app.js'
-import { MIGRATION_LOCK } from '../../src/store/migrate.js'
-import { needsPostgres } from '../support/postgres.js'
+import { heldMigrationLock, needsPostgres } from '../support/postgres.js'
 
 for (const backend of backends()) {
   t.test(`health on ${backend}`, async (t) => {
@@ -37,12 +35,7 @@ for (const backend of backends()) {
 // The database answers, but the schema is not there yet: another instance
 // holds the migration lock (as one that is mid-migration does).
 t.test('ready only once the migrations are applied', { skip: needsPostgres }, async (t) => {
-  const testDb = await createTestDatabase('postgres')
-  const holder = new pg.Client({ connectionString: testDb.url })
-  await holder.connect()
-  t.teardown(async () => { await holder.end().catch(() => {}); await testDb.drop() })
-  await holder.query('BEGIN')
-  await holder.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
+  const { testDb, commit } = await heldMigrationLock(t)
 
   const app = await buildApp({
     config: testConfig(testDb.database, { dbTimeoutMs: 500 }),
@@ -55,7 +48,7 @@ t.test('ready only once the migrations are applied', { skip: needsPostgres }, as
   assertErrorShape(t, await app.inject('/health/ready'), 503)
   assertErrorShape(t, await postPlant(app, '{"id": 1, "name": "early"}'), 503)
 
-  await holder.query('COMMIT')
+  await commit()
   await app.migrated
   t.equal((await app.inject('/health/ready')).statusCode, 200, 'ready once migrated')
   t.equal((await postPlant(app, '{"id": 1, "name": "early"}')).statusCode, 200, 'creates work')

@@ -30,14 +30,19 @@ t.test('multi-stage: build with dev dependencies, run with production dependenci
   t.ok(build?.name, 'a named stage compiles with npm run build')
   t.ok(build !== final, 'the build is not the final stage')
   t.ok(runs(build as Stage).some((r) => /\bnpm ci\b/.test(r) && !/--omit=dev|--production/.test(r)), 'the build stage installs dev dependencies')
-  t.ok(runs(final).some((r) => /\bnpm ci\b.*--omit=dev/.test(r)), 'the final stage installs production dependencies only')
   t.notOk(runs(final).some((r) => /\bnpm run build\b|\btsc\b/.test(r)), 'nothing is compiled in the final stage')
+  t.notOk(runs(final).some((r) => /\bnpm (ci|install|i)\b/.test(r)), 'nothing is installed in the final stage')
 
   const copies = all(final, 'COPY').map((ins) => {
     const { flags, rest } = splitFlags(ins.args)
     const parts = rest.split(/\s+/)
     return { ins, from: flags.from, sources: parts.slice(0, -1), dest: parts.at(-1) as string }
   })
+  const modules = copies.find((c) => c.sources.some((s) => /\/node_modules\/?$/.test(s)))
+  const deps = stages.find((s) => s.name !== undefined && s.name === modules?.from)
+  t.ok(deps, 'node_modules comes from a named stage')
+  t.ok(deps !== undefined && runs(deps).some((r) => /\bnpm ci\b.*--omit=dev/.test(r)), 'which installs production dependencies only')
+  t.notOk(copies.some((c) => c.from === undefined && c.sources.some((s) => s.endsWith('.npmrc'))), '.npmrc never reaches the final stage')
   const dist = copies.find((c) => c.from === build?.name && c.sources.some((s) => /\/dist\/?$/.test(s)))
   t.ok(dist, 'the compiled dist/ comes from the build stage')
   const migrations = copies.find((c) => c.from === undefined && c.sources.includes('migrations'))
@@ -94,14 +99,18 @@ t.test('HEALTHCHECK runs node (no curl in slim images) with bounded timing', asy
   t.ok(hc, 'the final stage has a HEALTHCHECK')
   const { flags, rest } = splitFlags(hc?.args ?? '')
   t.ok(rest.startsWith('CMD '), 'HEALTHCHECK CMD')
-  t.same(execForm(rest.slice(4)), ['node', 'dist/src/healthcheck.js'], 'exec form, node on the compiled probe')
+  t.same(execForm(rest.slice(4)), ['node', 'dist/src/healthcheck.js', 'live'], 'exec form, node on the compiled liveness probe')
+  t.match(text, /HEALTHCHECK[^]*\n# .*[Ll]iveness, not readiness|[Ll]iveness, not readiness[^]*HEALTHCHECK/, 'the Dockerfile says why liveness')
   const seconds = (v: string | undefined): number => Number(/^(\d+)s$/.exec(v ?? '')?.[1] ?? NaN)
   t.ok(seconds(flags.timeout) < seconds(flags.interval), 'timeout shorter than interval')
   t.ok(seconds(flags['start-period']) >= 10, 'a start period for the first migration')
 })
 
 t.test('.dockerignore keeps dependencies, data, secrets and tests out and the build inputs in', async (t) => {
-  for (const path of ['node_modules', 'node_modules/fastify/package.json', '.git', '.git/HEAD', '.data', '.data/pglite/PG_VERSION', 'test', 'test/helper.ts', 'dist', 'secrets/api_tokens.txt', 'secrets/db_password.txt', '.env', 'coverage', '.tap']) {
+  const rules = readFileSync(join(root, '.dockerignore'), 'utf8').split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'))
+  t.equal(rules[0], '*', 'an allow-list: everything is out first')
+  t.ok(rules.slice(1).every((r) => r.startsWith('!')), 'then only re-inclusions')
+  for (const path of ['node_modules', 'node_modules/fastify/package.json', '.git', '.git/HEAD', '.data', '.data/pglite/PG_VERSION', 'test', 'test/helper.ts', 'dist', 'secrets/api_tokens.txt', 'secrets/db_password.txt', '.env', '.env.local', 'notes.txt', 'coverage', '.tap']) {
     t.ok(ignored(path), `${path} is not in the build context`)
   }
   // Every COPY from the context must find its source there.
@@ -136,7 +145,7 @@ t.test('the compiled service imports only production dependencies', async (t) =>
   t.same(missing, [], 'every package dist/ imports is a production dependency')
 })
 
-t.test('the HEALTHCHECK probe asks /health/ready and fails on anything but 200', async (t) => {
+t.test('the health probe asks /health/live or /health/ready and fails on anything but 200', async (t) => {
   const runtime = await stageRuntime()
   const port = await freePort()
   let status = 200
@@ -150,13 +159,15 @@ t.test('the HEALTHCHECK probe asks /health/ready and fails on anything but 200',
   await once(server, 'listening')
   t.teardown(() => { server.closeAllConnections(); server.close() })
 
-  const probe = async (): Promise<{ code: number | null, ms: number }> => {
+  const probe = async (which = 'ready'): Promise<{ code: number | null, ms: number }> => {
     const started = Date.now()
-    const { code } = await spawnProcess(t, ['node', 'dist/src/healthcheck.js'], runtime, { PORT: String(port) }).exited
+    const { code } = await spawnProcess(t, ['node', 'dist/src/healthcheck.js', which], runtime, { PORT: String(port) }).exited
     return { code, ms: Date.now() - started }
   }
   t.equal((await probe()).code, 0, '200: healthy')
-  t.same(paths, ['/health/ready'], 'it asks /health/ready')
+  t.equal((await probe('live')).code, 0, '200: live')
+  t.same(paths, ['/health/ready', '/health/live'], '`ready` asks /health/ready, `live` asks /health/live')
+  t.equal((await probe('lively')).code, 2, 'anything else is a usage error')
   status = 503
   t.equal((await probe()).code, 1, '503: unhealthy')
   hang = true

@@ -90,7 +90,7 @@ for (const backend of backends()) {
     const exit = await Promise.race([server.exited, new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), SHUTDOWN_GRACE_MS + 10_000))])
     const drainMs = performance.now() - signalledAt
     t.same(exit, { code: 0, signal: null }, 'exit code 0')
-    t.ok(drainMs < SHUTDOWN_GRACE_MS, `drained within the grace period (${Math.round(drainMs)} ms)`)
+    t.ok(drainMs < SHUTDOWN_GRACE_MS, `drained within the drain bound (${Math.round(drainMs)} ms)`)
 
     const ok = outcomes.filter((o) => o.status === 200)
     const refused = outcomes.filter((o) => o.status !== undefined && o.status !== 200)

@@ -1,5 +1,6 @@
+import pg from 'pg'
 import { readdirSync } from 'node:fs'
-import { migrationsDir } from '../../src/store/migrate.js'
+import { migrationsDir, MIGRATION_LOCK } from '../../src/store/migrate.js'
 import { createTestDatabase, type Teardown, type TestDatabase } from '../helper.js'
 import { storedPlants, withClient, type StoredPlant } from './database.js'
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js'
@@ -62,4 +63,17 @@ export function migrationVersions (): number[] {
 export async function appliedVersions (url: string): Promise<number[]> {
   const { rows } = await withClient(url, (c) => c.query<{ version: string }>('SELECT version::text AS version FROM schemaversion WHERE version <> 0 ORDER BY version'))
   return rows.map((r) => Number(r.version))
+}
+
+// The database answers, but the schema is not there yet: a client holds the
+// migration lock, as an instance that is mid-migration does. commit() lets
+// migrations proceed; the test's teardown ends the client and drops the database.
+export async function heldMigrationLock (t: Teardown): Promise<{ testDb: TestDatabase & { url: string }, commit: () => Promise<void> }> {
+  const testDb = await createTestDatabase('postgres') as TestDatabase & { url: string }
+  const holder = new pg.Client({ connectionString: testDb.url })
+  await holder.connect()
+  t.teardown(async () => { await holder.end().catch(() => {}); await testDb.drop() })
+  await holder.query('BEGIN')
+  await holder.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
+  return { testDb, commit: async () => { await holder.query('COMMIT') } }
 }
