@@ -14,6 +14,8 @@ export interface ServerProcess {
   readonly url: string
   // JSON log lines so far, parsed.
   readonly logs: Array<Record<string, unknown>>
+  // Other stdout lines so far (the start-up banner).
+  readonly text: string[]
   // Resident set size in bytes, from /proc (Linux).
   rss(): number
   // SIGTERM, then the exit code.
@@ -21,7 +23,8 @@ export interface ServerProcess {
 }
 
 export interface ServerProcessOptions {
-  databaseUrl: string
+  // Unset: embedded PGlite in memory.
+  databaseUrl?: string
   env?: Record<string, string>
   startTimeoutMs?: number
 }
@@ -38,11 +41,12 @@ export async function startServerProcess (opts: ServerProcessOptions): Promise<S
       HOST: '127.0.0.1',
       LOG_LEVEL: 'info',
       API_TOKENS: TOKEN,
-      DATABASE_URL: opts.databaseUrl,
+      ...(opts.databaseUrl === undefined ? { PGLITE_DATA_DIR: 'memory://' } : { DATABASE_URL: opts.databaseUrl }),
       ...opts.env
     }
   })
   const logs: Array<Record<string, unknown>> = []
+  const text: string[] = []
   let stderr = ''
   child.stderr?.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
 
@@ -57,6 +61,7 @@ export async function startServerProcess (opts: ServerProcessOptions): Promise<S
       try {
         entry = JSON.parse(line) as Record<string, unknown>
       } catch {
+        text.push(line)
         return
       }
       logs.push(entry)
@@ -80,6 +85,7 @@ export async function startServerProcess (opts: ServerProcessOptions): Promise<S
     child,
     url,
     logs,
+    text,
     rss () {
       const status = readFileSync(`/proc/${child.pid}/status`, 'utf8')
       const kb = /VmRSS:\s+(\d+) kB/.exec(status)?.[1]
