@@ -1,8 +1,8 @@
 import t from 'tap'
 import { backends, buildTestApp, postPlant } from './helper.js'
 
-// The served document checked against the specification itself
-// (../shared/spec/plant-store-spec.md), written out here by hand: if a
+// The served document checked against the specification the service
+// implements, written out here by hand: if a
 // schema or route drifts from the spec, these fail even when openapi.json
 // was regenerated to match.
 
