@@ -19,7 +19,8 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY plugins ./plugins
 COPY routes ./routes
-RUN npm run build
+# The service only: the callers' client package (client/) is not in the image.
+RUN npm run build:service
 
 # Run: production dependencies, the compiled JavaScript and the SQL
 # migrations, which the service reads from migrations/ beside dist/.

@@ -2,6 +2,7 @@ import fp from 'fastify-plugin'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { createPlantErrors, createPlantOk, type Answer, type AnswerHeader } from '../src/answers.js'
 
 export const DOCS_PREFIX = '/docs'
 
@@ -31,9 +32,15 @@ export const DOCS_SECURITY_HEADERS: Record<string, string> = {
 }
 
 interface MediaType { schema?: { $ref?: string }, example?: unknown }
+interface Response { content?: Record<string, MediaType>, headers?: Record<string, unknown> }
+interface Operation {
+  operationId?: string
+  requestBody?: { content?: Record<string, MediaType> }
+  responses?: Record<string, Response>
+}
 interface Document {
-  paths?: Record<string, Record<string, { requestBody?: { content?: Record<string, MediaType> } }>>
-  components?: { schemas?: Record<string, { examples?: unknown[] }> }
+  paths?: Record<string, Record<string, Operation>>
+  components?: { schemas?: Record<string, { examples?: unknown[] }>, headers?: Record<string, unknown> }
 }
 
 const COMPONENT_REF = '#/components/schemas/'
@@ -58,6 +65,78 @@ export function addBodyExamples<T> (openapiObject: T): T {
   return openapiObject
 }
 
+// The response headers callers can rely on, documented once under
+// components.headers and referenced by each answer that carries them.
+const HEADERS: Record<AnswerHeader | 'X-Request-Id', { description: string, schema: Record<string, unknown> }> = {
+  'X-Request-Id': {
+    description: 'On every answer: the id of this request in the service log. It is yours when you sent an ' +
+      'X-Request-Id of 1-128 characters of A-Z a-z 0-9 . _ : - (else a generated UUID). Quote it when reporting a problem.',
+    schema: { type: 'string' }
+  },
+  'Retry-After': {
+    description: 'Seconds to wait before sending the same request again.',
+    schema: { type: 'integer', minimum: 0 }
+  },
+  'WWW-Authenticate': {
+    description: 'The bearer challenge: `Bearer realm="plant-store"`, plus `error="invalid_token"` when a token was sent but is not accepted.',
+    schema: { type: 'string' }
+  },
+  Allow: {
+    description: 'The methods the path accepts.',
+    schema: { type: 'string' }
+  }
+}
+
+// The answers table of each documented operation (see src/answers.ts).
+const ANSWERS: Record<string, { ok: { example: unknown }, errors: Record<string, Answer> }> = {
+  createPlant: { ok: createPlantOk, errors: createPlantErrors }
+}
+
+const headerRef = (name: string) => ({ $ref: `#/components/headers/${name}` })
+
+// Gives every response its headers (X-Request-Id always, plus the answer's
+// own) and an example body: for an error, the Error whose `error` is that
+// status. @fastify/swagger builds responses from schemas only, which have
+// no place for either.
+export function describeAnswers<T> (openapiObject: T): T {
+  const doc = openapiObject as Document
+  doc.components = { ...doc.components, headers: HEADERS }
+  for (const operations of Object.values(doc.paths ?? {})) {
+    for (const operation of Object.values(operations)) {
+      const answers = ANSWERS[operation.operationId ?? '']
+      for (const [status, response] of Object.entries(operation.responses ?? {})) {
+        const answer = answers?.errors[status]
+        response.headers = Object.fromEntries(['X-Request-Id', ...(answer?.headers ?? [])].map((h) => [h, headerRef(h)]))
+        const example = status === '200' ? answers?.ok.example : answer && { error: Number(status), message: answer.message }
+        const media = response.content?.['application/json']
+        if (media !== undefined && example !== undefined) media.example = example
+      }
+    }
+  }
+  return openapiObject
+}
+
+// Swagger UI plugins. @fastify/swagger-ui writes them into the page's
+// initializer script as source text (Function.prototype.toString), so they
+// are plain browser code. Swagger UI would load and link the document at
+// /docs/json; these make it load and link /openapi.json, the address callers
+// and generators use. Giving plugins replaces Swagger UI's default list, so
+// its DownloadUrl plugin (which fetches the document) is listed again.
+declare const SwaggerUIBundle: { plugins: { DownloadUrl: (system: unknown) => object } }
+const SWAGGER_UI_PLUGINS = [
+  function downloadUrl (system: unknown): object { return SwaggerUIBundle.plugins.DownloadUrl(system) },
+  // No named local functions in here: tsx (esbuild) would wrap them in a
+  // __name() helper that the browser does not have.
+  function openapiJsonLink () {
+    const wrapActions = Object.fromEntries(['updateUrl', 'download'].map(function (name) {
+      return [name, function (action: (url?: string) => unknown) {
+        return function (url?: string) { return action(url === undefined || url === '' ? url : new URL('../openapi.json', url).href) }
+      }]
+    }))
+    return { statePlugins: { spec: { wrapActions } } }
+  }
+]
+
 async function securityHeaders (_request: FastifyRequest, reply: FastifyReply): Promise<void> {
   reply.headers(DOCS_SECURITY_HEADERS)
 }
@@ -71,16 +150,40 @@ async function docsPlugin (fastify: FastifyInstance): Promise<void> {
     openapi: {
       openapi: '3.1.0',
       info: {
-        title: 'Plant store',
+        title: 'Plant store API',
         description: 'Adds plants to a store. Every API operation needs a bearer token: ' +
           'send `Authorization: Bearer <token>`. Errors answer with an Error body whose ' +
           '`error` equals the HTTP status.',
         version: '1.0.0'
       },
+      // The committed openapi.json must not depend on where a service runs,
+      // so the first server is relative: the service that serves this
+      // document (what Swagger UI uses, and what OpenAPI 3.1 resolves against
+      // the document's own URL). Code running in Node has no such URL and
+      // needs an absolute base: the second entry names it with variables
+      // whose defaults are the service's default HOST and PORT.
+      servers: [
+        { url: '/', description: 'The service serving this document' },
+        {
+          url: 'http://{host}:{port}',
+          description: 'A plant store at a known address (pass it as the base URL of a client)',
+          variables: {
+            host: { default: '127.0.0.1', description: 'The HOST the service listens on' },
+            port: { default: '3000', description: 'The PORT the service listens on' }
+          }
+        }
+      ],
       tags: [{ name: 'plants', description: 'The plants in the store' }],
       components: {
         securitySchemes: {
-          bearerAuth: { type: 'http', scheme: 'bearer', description: 'A token configured in API_TOKENS or API_TOKENS_FILE' }
+          bearerAuth: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'A token is a secret string that lets your service call the plant store. Ask the team ' +
+              'that runs the plant store for one; a token you make up is refused (401). A plant store started ' +
+              'for development without configured tokens prints a generated token at start-up. Paste the token ' +
+              'alone, without "Bearer ".'
+          }
         }
       },
       // The specification applies bearer auth to the whole API. Documented
@@ -88,7 +191,7 @@ async function docsPlugin (fastify: FastifyInstance): Promise<void> {
       // (docs, health) are hidden from the document.
       security: [{ bearerAuth: [] }]
     },
-    transformObject: (doc) => 'openapiObject' in doc ? addBodyExamples(doc.openapiObject) : doc.swaggerObject,
+    transformObject: (doc) => 'openapiObject' in doc ? describeAnswers(addBodyExamples(doc.openapiObject)) : doc.swaggerObject,
     // Components take the schemas' $id (Plant, NewPlant, Error), and a
     // `$ref: 'Plant'` inside NewPlant becomes #/components/schemas/Plant.
     refResolver: {
@@ -104,7 +207,9 @@ async function docsPlugin (fastify: FastifyInstance): Promise<void> {
       routePrefix: DOCS_PREFIX,
       // No badge that sends the document to validator.swagger.io.
       validatorUrl: false,
+      theme: { title: 'Plant store API' },
       uiConfig: {
+        plugins: SWAGGER_UI_PLUGINS,
         // The standalone layout's top bar draws Swagger's logo as an SVG
         // with an inline <style>, which the CSP blocks; the base layout
         // has no top bar (its only other use, loading another document by
@@ -116,6 +221,8 @@ async function docsPlugin (fastify: FastifyInstance): Promise<void> {
       }
     })
     docs.get('/openapi.json', { schema: { hide: true } }, async () => fastify.swagger())
+    // A person who opens the service's address lands on the documentation.
+    docs.get('/', { schema: { hide: true } }, async (_request, reply) => reply.redirect(DOCS_PREFIX))
   })
 }
 

@@ -1,28 +1,29 @@
 import fp from 'fastify-plugin'
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ErrorBody, NewPlant, Plant } from '../src/schemas.js'
+import { createPlantErrors, createPlantOk } from '../src/answers.js'
 import { HttpError } from '../src/http/errors.js'
 import { requireJson } from '../src/body/media-type.js'
 import { unstorableField } from '../src/body/validation.js'
 import type { PlantRecord } from '../src/store/plant-store.js'
 
-const errorResponse = (description: string) => Type.Ref(ErrorBody, { description })
+// One Error response per status of the answers table, described by when it
+// comes and whether a retry is safe.
+const errorResponses = Object.fromEntries(Object.entries(createPlantErrors).map(([status, answer]) =>
+  [status, Type.Ref(ErrorBody, { description: `${answer.when} ${answer.retry}` })]
+))
 
 const createPlantSchema = {
   operationId: 'createPlant',
   summary: 'Create a plant',
-  description: 'Creates a new plant in the store. Retrying the same plant is safe: it answers 200 again and changes nothing.',
+  description: 'Stores a new plant. Safe to retry: a create is idempotent, so sending the same plant again ' +
+    '(after a timeout, a lost connection, a 500 or a 503) answers 200 and changes nothing, and a different ' +
+    'plant under a stored id is refused with 409, never overwritten.',
   tags: ['plants'],
   body: Type.Ref(NewPlant),
   response: {
-    200: Type.Ref(Plant, { description: 'The created plant (or the same plant, already stored)' }),
-    400: errorResponse('Unexpected error: the body is not valid JSON or not a valid NewPlant'),
-    401: errorResponse('No bearer token, or one that is not accepted'),
-    409: errorResponse('A different plant is already stored under this id; nothing was changed'),
-    413: errorResponse('The body is larger than the configured limit'),
-    415: errorResponse('The Content-Type is not application/json'),
-    500: errorResponse('An unexpected failure; details are in the service log'),
-    503: errorResponse('The database is unavailable or too slow; retry after the Retry-After delay')
+    200: Type.Ref(Plant, { description: `${createPlantOk.when} ${createPlantOk.retry}` }),
+    ...errorResponses
   }
 }
 

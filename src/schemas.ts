@@ -17,8 +17,14 @@ export type Plant = Static<typeof Plant>
 export const PlantId = Type.Unsafe<number | bigint>({
   type: 'integer',
   format: 'int64',
-  description: 'Identification number of the plant'
+  description: 'Identification number of the plant: a signed 64-bit integer, stored exactly. ' +
+    'Send it as a bare JSON number (a string is refused). JavaScript callers: a `number` is exact ' +
+    'only up to 2^53-1 (9007199254740991), and JSON.stringify writes a larger id rounded, so another ' +
+    'plant would be stored. Use the plant store client (`client/` in the repository; bigint ids), or ' +
+    'on Node 22+ write the id with `JSON.rawJSON(\'9007199254740993\')`.'
 })
+
+export const EXAMPLE_PLANT = { id: 1, name: 'Monstera', tag: 'indoor' }
 
 // NewPlant is Plant plus `id`. An allOf of the Plant reference and the id part
 // reads that way in the OpenAPI document; unknown properties stay allowed
@@ -31,7 +37,9 @@ export const NewPlant = Type.Intersect([
   description: 'A plant to add to the store.',
   // JSON Schema's own annotation (Ajv knows it); the docs also show it as the
   // request body's example, which pre-fills Swagger UI's "Try it out".
-  examples: [{ id: 1, name: 'Monstera', tag: 'indoor' }]
+  // The start-up banner's curl sends this same plant, so "Try it out" after
+  // it is a replay (200), not a conflict.
+  examples: [EXAMPLE_PLANT]
 })
 export type NewPlant = Static<typeof NewPlant>
 

@@ -1,6 +1,7 @@
 import closeWithGrace from 'close-with-grace'
 import { ConfigError, loadConfig, preparePgliteDataDir, type LoadedConfig } from './config.js'
 import { buildApp } from './app.js'
+import { EXAMPLE_PLANT } from './schemas.js'
 import { loggerOptions } from './logger.js'
 import { closeWithinGrace, SHUTDOWN_HARD_LIMIT_MS } from './http/shutdown.js'
 
@@ -49,10 +50,12 @@ try {
   const address = await app.listen({ port: config.port, host: config.host })
   if (generatedToken !== undefined) {
     // Printed once, outside the JSON log, for a person trying the service.
+    // The curl sends the document's example plant, so Swagger UI's "Try it
+    // out" afterwards answers 200 (a replay) rather than 409.
     process.stdout.write(
       `\nNo API_TOKENS configured: generated a token for this run.\n  Token: ${generatedToken}\n` +
       `  Try:   curl -X POST ${address}/plants -H 'Authorization: Bearer ${generatedToken}' ` +
-      `-H 'Content-Type: application/json' -d '{"id": 1, "name": "Monstera"}'\n  Docs:  ${address}/docs\n\n`
+      `-H 'Content-Type: application/json' -d '${JSON.stringify(EXAMPLE_PLANT)}'\n  Docs:  ${address}/docs\n\n`
     )
   }
 } catch (err) {

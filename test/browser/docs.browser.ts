@@ -2,13 +2,14 @@
 // playwright-core (never a browser that a tool downloads). Run with
 // `npm run test:browser`; `npm test` does not include it, so the plain test
 // run needs no browser.
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { mkdir, mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { chromium, type Page } from 'playwright-core'
 import { buildTestApp, TOKEN } from '../helper.js'
+import { startServerProcess } from '../support/processes.js'
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 const ARTIFACTS = fileURLToPath(new URL('../artifacts/', import.meta.url))
@@ -40,12 +41,9 @@ async function screenshotThroughResponse (page: Page, path: string): Promise<voi
   await page.screenshot({ path, fullPage: true, clip: { x: 0, y: 0, width: size.width, height: Math.ceil(box.y + box.height + 24) } })
 }
 
-t.test('Swagger UI: authorize, try it out, 200 with the plant; without a token, 401', async (t) => {
-  // One backend is enough: the page and the API's answers are the same on
-  // both, and the other test files cover PostgreSQL.
-  const { app, rows } = await buildTestApp(t, 'pglite')
-  const origin = await app.listen({ host: '127.0.0.1', port: 0 })
-
+// Debian's chromium on a fresh profile, recording console errors, script
+// errors, requests to other origins and CSP violations on the page.
+async function openBrowser (t: Pick<Test, 'teardown'>, origin: string) {
   const profile = await mkdtemp(join(tmpdir(), 'plant-store-chromium-'))
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
@@ -65,10 +63,12 @@ t.test('Swagger UI: authorize, try it out, 200 with the plant; without a token, 
   const consoleErrors: string[] = []
   const pageErrors: string[] = []
   const offOrigin: string[] = []
+  const requested: string[] = []
   page.on('console', (msg) => { if (msg.type() === 'error') consoleErrors.push(msg.text()) })
   page.on('pageerror', (err) => pageErrors.push(err.message))
   page.on('request', (req) => {
     const url = req.url()
+    requested.push(url)
     if (!url.startsWith(`${origin}/`) && !url.startsWith('data:')) offOrigin.push(url)
   })
   // Recorded from the first script on, before Swagger UI runs.
@@ -76,6 +76,54 @@ t.test('Swagger UI: authorize, try it out, 200 with the plant; without a token, 
     content: `window.cspViolations = [];
       document.addEventListener('securitypolicyviolation', (e) => window.cspViolations.push(e.violatedDirective + ' ' + e.blockedURI))`
   })
+  return { page, consoleErrors, pageErrors, offOrigin, requested }
+}
+
+async function authorize (page: Page, token: string): Promise<void> {
+  await page.locator('.auth-wrapper button.authorize').click()
+  await page.locator('.modal-ux input').fill(token)
+  await page.locator('.modal-ux button.authorize').click()
+  await page.locator('.modal-ux button.btn-done').click()
+}
+
+async function tryItOut (page: Page): Promise<void> {
+  await page.locator(`${op} .opblock-summary`).click()
+  await page.locator(`${op} button.try-out__btn`).click()
+}
+
+// The words of a shell command line as sh reads them ('…' quoting only,
+// which is all the banner uses).
+function shellWords (line: string): string[] {
+  return [...line.matchAll(/'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2] ?? '')
+}
+
+// The request a curl command line makes: -X, -H and -d, and its URL.
+function curlRequest (line: string): { url: string, init: RequestInit } {
+  const words = shellWords(line.slice(line.indexOf('curl ') + 'curl '.length))
+  const headers: Record<string, string> = {}
+  let url = ''
+  let method = 'GET'
+  let body: string | undefined
+  for (let i = 0; i < words.length; i++) {
+    const word = words[i] as string
+    if (word === '-X') method = words[++i] ?? ''
+    else if (word === '-H') {
+      const header = words[++i] ?? ''
+      headers[header.slice(0, header.indexOf(':')).trim()] = header.slice(header.indexOf(':') + 1).trim()
+    } else if (word === '-d') body = words[++i]
+    else if (/^https?:\/\//.test(word)) url = word
+    else throw new Error(`unexpected curl argument ${word}`)
+  }
+  return { url, init: { method, headers, ...(body === undefined ? {} : { body }) } }
+}
+
+t.test('Swagger UI: authorize, try it out, 200 with the plant; without a token, 401', async (t) => {
+  // One backend is enough: the page and the API's answers are the same on
+  // both, and the other test files cover PostgreSQL.
+  const { app, rows } = await buildTestApp(t, 'pglite')
+  const origin = await app.listen({ host: '127.0.0.1', port: 0 })
+
+  const { page, consoleErrors, pageErrors, offOrigin } = await openBrowser(t, origin)
 
   const docs = await page.goto(`${origin}/docs`)
   t.equal(docs?.status(), 200, 'GET /docs answers 200')
@@ -85,15 +133,9 @@ t.test('Swagger UI: authorize, try it out, 200 with the plant; without a token, 
   t.match(await page.locator(`${op} .opblock-summary`).textContent(), /POST\s*\/plants/, 'POST /plants is listed')
   t.match(await page.locator('.info .title').textContent(), /Plant store/i, 'the UI rendered the document')
 
-  // Authorize with the bearer token.
-  await page.locator('.auth-wrapper button.authorize').click()
-  await page.locator('.modal-ux input').fill(TOKEN)
-  await page.locator('.modal-ux button.authorize').click()
-  await page.locator('.modal-ux button.btn-done').click()
-
+  await authorize(page, TOKEN)
   // Try it out: the body is pre-filled with the example plant.
-  await page.locator(`${op} .opblock-summary`).click()
-  await page.locator(`${op} button.try-out__btn`).click()
+  await tryItOut(page)
   const prefilled = JSON.parse(await page.locator(`${op} textarea.body-param__text`).inputValue()) as { id: number, name: string, tag: string }
   t.same(prefilled, { id: 1, name: 'Monstera', tag: 'indoor' }, 'the example pre-fills the body')
 
@@ -123,4 +165,39 @@ t.test('Swagger UI: authorize, try it out, 200 with the plant; without a token, 
   t.same(offOrigin, [], 'nothing fetched from another origin')
   // The 401 itself is logged by the browser as a failed resource load.
   t.same(consoleErrors.filter((m) => !/status of 401/.test(m)), [], 'no other console errors')
+})
+
+t.test('a newcomer: the start-up banner\'s curl, then the first "Try it out" answers 200', async (t) => {
+  // The service as a person starts it: its own process, no token
+  // configured, so it generates one and prints the banner.
+  const server = await startServerProcess({ env: { API_TOKENS: '' } })
+  t.teardown(() => server.stop())
+  const deadline = Date.now() + WAIT_MS
+  while (!server.text.some((l) => /^\s*Docs:/.test(l)) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50))
+  const token = /^\s*Token:\s*(\S+)/.exec(server.text.find((l) => /^\s*Token:/.test(l)) ?? '')?.[1]
+  const curl = server.text.find((l) => /^\s*Try:\s+curl /.test(l))
+  if (token === undefined || curl === undefined) throw new Error(`no banner: ${server.text.join('\n')}`)
+
+  const { url, init } = curlRequest(curl)
+  t.equal(url, `${server.url}/plants`, 'the curl calls this service')
+  const first = await fetch(url, init)
+  t.equal(first.status, 200, 'the banner\'s curl answers 200')
+
+  const { page, pageErrors, requested } = await openBrowser(t, server.url)
+  await page.goto(`${server.url}/docs`)
+  await page.locator(op).waitFor({ timeout: WAIT_MS })
+  t.equal(await page.title(), 'Plant store API', 'the tab title')
+  const link = page.locator('.info a', { hasText: 'openapi.json' }).first()
+  t.equal(await link.getAttribute('href'), `${server.url}/openapi.json`, 'the page links /openapi.json')
+  t.ok(requested.includes(`${server.url}/openapi.json`), 'the document came from /openapi.json')
+  t.notOk(requested.some((u) => u.endsWith('/docs/json')), 'not from /docs/json')
+
+  await authorize(page, token)
+  await tryItOut(page)
+  const answer = await executeAndRead(page, undefined)
+  t.equal(answer.status, '200', 'the first Execute after the banner\'s curl: 200')
+  t.same(JSON.parse(answer.body), { name: 'Monstera', tag: 'indoor' })
+  await mkdir(ARTIFACTS, { recursive: true })
+  await screenshotThroughResponse(page, join(ARTIFACTS, 'docs-first-try-after-banner.png'))
+  t.same(pageErrors, [], 'no script errors')
 })

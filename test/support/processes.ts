@@ -187,6 +187,8 @@ export interface SourceServer {
   readonly url: string
   // JSON log lines so far, parsed.
   readonly logs: Array<Record<string, unknown>>
+  // Other stdout lines so far (the start-up banner).
+  readonly text: string[]
   // Resident set size in bytes.
   rss(): number
   // SIGTERM (SIGKILL after 15 s), then the exit code.
@@ -194,7 +196,8 @@ export interface SourceServer {
 }
 
 export interface SourceServerOptions {
-  databaseUrl: string
+  // Unset: embedded PGlite in memory.
+  databaseUrl?: string
   env?: Record<string, string>
   startTimeoutMs?: number
 }
@@ -207,11 +210,12 @@ export async function startServerProcess (opts: SourceServerOptions): Promise<So
     HOST: '127.0.0.1',
     LOG_LEVEL: 'info',
     API_TOKENS: TOKEN,
-    DATABASE_URL: opts.databaseUrl,
+    ...(opts.databaseUrl === undefined ? { PGLITE_DATA_DIR: 'memory://' } : { DATABASE_URL: opts.databaseUrl }),
     ...opts.env
   })
   const { child } = proc
   const logs: Array<Record<string, unknown>> = []
+  const text: string[] = []
   const startTimeoutMs = opts.startTimeoutMs ?? 20_000
   const listening = new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not listen within ${startTimeoutMs} ms; stderr: ${proc.stderr()}`)), startTimeoutMs)
@@ -221,7 +225,10 @@ export async function startServerProcess (opts: SourceServerOptions): Promise<So
     })
     createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
       const entry = jsonLines(line).lines[0]
-      if (entry === undefined) return
+      if (entry === undefined) {
+        text.push(line)
+        return
+      }
       logs.push(entry)
       const match = /listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(String(entry.msg))
       if (match !== null) {
@@ -243,6 +250,7 @@ export async function startServerProcess (opts: SourceServerOptions): Promise<So
     child,
     url,
     logs,
+    text,
     rss: () => residentBytes(child.pid as number),
     async stop () {
       const timer = setTimeout(() => proc.signal('SIGKILL'), 15_000)

@@ -1,0 +1,67 @@
+// What each answer of POST /plants means to a caller: when it comes, whether
+// sending the same request again is safe, the headers it carries besides
+// X-Request-Id (which every answer has), and an example body. The route's
+// response schemas and the OpenAPI document (plugins/docs.ts) both read this
+// table, so documenting one more status is one more line here.
+
+export type AnswerHeader = 'Retry-After' | 'WWW-Authenticate' | 'Allow'
+
+export interface Answer {
+  when: string
+  retry: string
+  headers?: readonly AnswerHeader[]
+  // The Error body's message in the example; its `error` is the status.
+  message: string
+}
+
+export const createPlantOk = {
+  when: 'The plant is stored: newly, or it was already stored with the same name and tag (a replay changes nothing).',
+  retry: 'Sending the same plant again is safe and answers 200 again.',
+  example: { name: 'Monstera', tag: 'indoor' }
+}
+
+export const createPlantErrors = {
+  400: {
+    when: 'The body is not valid JSON (or not UTF-8, or has a key twice), not an object, or not a valid NewPlant; the message names the field and the rule.',
+    retry: 'Nothing was stored. Do not retry unchanged: fix the request.',
+    message: 'body/id must be integer'
+  },
+  401: {
+    when: 'No bearer token, or one the service does not accept.',
+    retry: 'Nothing was stored. Retry only with a valid token.',
+    headers: ['WWW-Authenticate'],
+    message: 'Authorization header missing: send Authorization: Bearer <token>'
+  },
+  405: {
+    when: 'A method other than POST on /plants (the body is not read).',
+    retry: 'Nothing was stored. Do not retry: use POST.',
+    headers: ['Allow'],
+    message: 'Method GET is not allowed on /plants; use POST'
+  },
+  409: {
+    when: 'A different plant (another name or tag) is already stored under this id; nothing was overwritten.',
+    retry: 'Nothing was changed. Retrying answers 409 again: choose another id, or send the stored plant.',
+    message: 'A different plant is already stored with id 1'
+  },
+  413: {
+    when: 'The body is larger than the configured limit (1 MiB unless the service is configured otherwise).',
+    retry: 'Nothing was stored. Do not retry unchanged.',
+    message: 'Request body is too large'
+  },
+  415: {
+    when: 'The Content-Type is not application/json (charset=utf-8 is allowed).',
+    retry: 'Nothing was stored. Do not retry unchanged: send Content-Type: application/json.',
+    message: 'Content-Type must be application/json (none was sent)'
+  },
+  500: {
+    when: 'An unexpected failure; the details are in the service log under the X-Request-Id.',
+    retry: 'Nothing was acknowledged. The same create is safe to retry (it is idempotent); report the X-Request-Id if it persists.',
+    message: 'Internal Server Error'
+  },
+  503: {
+    when: 'The database is unreachable or too slow, too many creates are waiting, or the service is shutting down.',
+    retry: 'Safe to retry after the Retry-After delay: a create that was stored anyway answers 200 (a replay).',
+    headers: ['Retry-After'],
+    message: 'The database is unavailable; retry later'
+  }
+} as const satisfies Record<number, Answer>

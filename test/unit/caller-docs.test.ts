@@ -1,0 +1,36 @@
+import t from 'tap'
+import { readFile } from 'node:fs/promises'
+import { createPlantErrors } from '../../src/answers.js'
+
+// docs/api.md is where callers read what the service promises; the README
+// points there. Both stay inside the repository.
+
+const read = async (path: string) => await readFile(new URL(`../../${path}`, import.meta.url), 'utf8')
+
+t.test('docs/api.md covers every documented status and header', async (t) => {
+  const api = await read('docs/api.md')
+  for (const status of ['200', ...Object.keys(createPlantErrors)]) {
+    t.match(api, new RegExp(`^\\| ${status} \\|`, 'm'), `${status} has a row`)
+  }
+  for (const header of ['X-Request-Id', 'Retry-After', 'WWW-Authenticate', 'Allow']) {
+    t.match(api, `| \`${header}\` |`, `${header} has a row`)
+  }
+  t.match(api, 'JSON.rawJSON', 'the int64 caveat for JavaScript')
+  t.match(api, 'Error as PlantStoreError', 'the import alias for generated code')
+})
+
+t.test('the README and the docs link nothing outside the repository', async (t) => {
+  for (const path of ['README.md', 'docs/api.md']) {
+    const text = await read(path)
+    t.notMatch(text, /\.\.\/shared/, `${path}: no ../shared`)
+    const links = [...text.matchAll(/\]\(([^)]+)\)/g)].map((m) => m[1] as string)
+    for (const link of links) t.notMatch(link, /^[a-z]+:/i, `${path}: ${link} is a file in the repository`)
+  }
+})
+
+t.test('the README\'s curl sets TOKEN before it uses it', async (t) => {
+  const readme = await read('README.md')
+  const use = readme.indexOf('Bearer $TOKEN')
+  const set = readme.search(/^TOKEN=/m)
+  t.ok(set !== -1 && set < use, 'TOKEN= comes first')
+})
