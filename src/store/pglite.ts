@@ -1,5 +1,6 @@
 import type { Db } from './db.js'
 import { makeWritableDirectory } from '../directory.js'
+import { lockDataDir } from './data-dir-lock.js'
 import { pgliteOverThread, startPgliteThread } from './pglite-worker.js'
 
 // PostgreSQL's default 128 MB of shared buffers is touched at start-up
@@ -15,14 +16,32 @@ const PGLITE_MAX_CONNECTIONS = 8
 
 // The embedded database: PostgreSQL compiled to WebAssembly, run on a
 // thread of its own (pglite-thread.ts) so that its work never holds up the
-// HTTP loop. One PGlite instance may open a data directory at a time.
+// HTTP loop. The data directory is locked first: one process at a time.
 export async function openPglite (dataDir: string): Promise<Db> {
-  if (!dataDir.startsWith('memory://')) makeWritableDirectory(dataDir)
-  return await pgliteOverThread(startPgliteThread({
-    dataDir,
-    extraStartParams: [
-      '-c', `shared_buffers=${PGLITE_SHARED_BUFFERS}`,
-      '-c', `max_connections=${PGLITE_MAX_CONNECTIONS}`
-    ]
-  }))
+  const inMemory = dataDir.startsWith('memory://')
+  if (!inMemory) makeWritableDirectory(dataDir)
+  const lock = inMemory ? undefined : lockDataDir(dataDir)
+  let db: Db
+  try {
+    db = await pgliteOverThread(startPgliteThread({
+      dataDir,
+      extraStartParams: [
+        '-c', `shared_buffers=${PGLITE_SHARED_BUFFERS}`,
+        '-c', `max_connections=${PGLITE_MAX_CONNECTIONS}`
+      ]
+    }))
+  } catch (err) {
+    lock?.release()
+    throw err
+  }
+  return {
+    ...db,
+    async close () {
+      try {
+        await db.close()
+      } finally {
+        lock?.release()
+      }
+    }
+  }
 }
