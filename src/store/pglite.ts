@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
 import type { Db } from './db.js'
 import { makeWritableDirectory } from '../directory.js'
 import { lockDataDir } from './data-dir-lock.js'
@@ -21,15 +23,22 @@ export async function openPglite (dataDir: string): Promise<Db> {
   const inMemory = dataDir.startsWith('memory://')
   if (!inMemory) makeWritableDirectory(dataDir)
   const lock = inMemory ? undefined : lockDataDir(dataDir)
+  const thread = {
+    dataDir,
+    extraStartParams: [
+      '-c', `shared_buffers=${PGLITE_SHARED_BUFFERS}`,
+      '-c', `max_connections=${PGLITE_MAX_CONNECTIONS}`
+    ]
+  }
   let db: Db
   try {
-    db = await pgliteOverThread(startPgliteThread({
-      dataDir,
-      extraStartParams: [
-        '-c', `shared_buffers=${PGLITE_SHARED_BUFFERS}`,
-        '-c', `max_connections=${PGLITE_MAX_CONNECTIONS}`
-      ]
-    }))
+    // A new directory is initialised (initdb) by a thread that then ends:
+    // a thread that stays on after initdb keeps ~450 MB more resident
+    // (670 against 220 MB on first start), until the process restarts.
+    if (!inMemory && !existsSync(join(dataDir, 'PG_VERSION'))) {
+      await (await pgliteOverThread(startPgliteThread(thread))).close()
+    }
+    db = await pgliteOverThread(startPgliteThread(thread))
   } catch (err) {
     lock?.release()
     throw err
