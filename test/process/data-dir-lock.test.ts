@@ -1,10 +1,8 @@
 import t, { type Test } from 'tap'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { freePort, stageRuntime, startBuiltServer, type ServerProcess } from '../support/built-server.js'
 import { storedPlants } from '../support/stored-plants.js'
+import { tempDataDir } from '../support/temp-dir.js'
 
 // One service process per PGLITE_DATA_DIR: two processes on one directory
 // would each keep their own pages and lose each other's acknowledged
@@ -26,14 +24,8 @@ function start (t: Test, dataDir: string, port: number): ServerProcess & { url: 
   return Object.assign(server, { url: `http://127.0.0.1:${port}` })
 }
 
-function tempDir (t: Test): string {
-  const dir = mkdtempSync(join(tmpdir(), 'plant-store-lock-'))
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  return join(dir, 'pglite')
-}
-
 t.test('a second process on the same directory refuses to start; the first keeps serving', async (t) => {
-  const dataDir = tempDir(t)
+  const dataDir = tempDataDir(t, 'lock')
   const first = start(t, dataDir, await freePort())
   await first.waitFor(`${first.url}/health/ready`)
   t.equal(await create(first.url, 1), 200)
@@ -52,7 +44,7 @@ t.test('a second process on the same directory refuses to start; the first keeps
 })
 
 t.test('a holder killed with SIGKILL does not block the next start, which keeps its plants', async (t) => {
-  const dataDir = tempDir(t)
+  const dataDir = tempDataDir(t, 'lock')
   const port = await freePort()
   const killed = start(t, dataDir, port)
   await killed.waitFor(`${killed.url}/health/ready`)

@@ -1,11 +1,9 @@
 import t from 'tap'
 import http from 'node:http'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { freePort, stageRuntime, startBuiltServer } from '../support/built-server.js'
 import { startLivenessProbe } from '../support/liveness-probe.js'
+import { tempDataDir } from '../support/temp-dir.js'
 import { openPglite } from '../../src/store/pglite.js'
 
 // Embedded database work runs off the HTTP thread: a burst of large creates
@@ -15,11 +13,11 @@ const CREATES = 250
 const NAME_BYTES = 1_000_000
 const POLL_EVERY_MS = 100
 // The contract's figure is 1 s. Measured on this shared 2-core box with the
-// database on its own thread, the worst was 0.4-1.5 s (the probe, the
-// burst's sender and PGlite compete for the cores); with PGlite on the HTTP
-// thread it was 11-17 s. The bound catches the database stalling the loop
-// again without failing on a busy machine.
-const LIVENESS_LIMIT_MS = 3000
+// database on its own thread, the worst was 0.4-1.5 s, 2.0 s with the whole
+// suite running (the probe, the burst's sender and PGlite compete for the
+// cores); with PGlite on the HTTP thread it was 11-17 s. The bound catches
+// the database stalling the loop again without failing on a busy machine.
+const LIVENESS_LIMIT_MS = 4000
 // How many of the creates answered 503 are retried, once a small create
 // shows the writer has caught up.
 const RETRIED = 10
@@ -53,13 +51,10 @@ let runtime = ''
 t.before(async () => { runtime = await stageRuntime() })
 
 t.test(`${CREATES} concurrent creates of 1 MB names on PGlite keep /health/live answering`, async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'plant-store-burst-'))
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  const dataDir = join(dir, 'pglite')
+  const dataDir = tempDataDir(t, 'burst')
   const port = await freePort()
   const server = startBuiltServer(t, runtime, {
     NODE_ENV: 'production',
-    HOST: '127.0.0.1',
     PORT: String(port),
     API_TOKENS: TOKEN,
     LOG_LEVEL: 'warn',
