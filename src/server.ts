@@ -33,7 +33,11 @@ const app = await buildApp({
         }
       }
     : {})
-}).catch((err: unknown) => fail(`start-up failed: ${err instanceof Error ? err.message : String(err)}`))
+}).catch((err: unknown) => {
+  // A ConfigError here is the embedded database's directory in use.
+  if (err instanceof ConfigError) fail(err.message)
+  fail(`start-up failed: ${err instanceof Error ? err.message : String(err)}`)
+})
 
 // close-with-grace reports a timeout or a second signal through this
 // logger: pino, so production output stays JSON lines.

@@ -1,8 +1,9 @@
-import { setFlagsFromString } from 'node:v8'
-import { PGlite } from '@electric-sql/pglite'
-import type { Db, Row, Sql } from './db.js'
-import { asStoreError } from './errors.js'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Db } from './db.js'
 import { makeWritableDirectory } from '../directory.js'
+import { lockDataDir } from './data-dir-lock.js'
+import { pgliteOverThread, startPgliteThread } from './pglite-worker.js'
 
 // PostgreSQL's default 128 MB of shared buffers is touched at start-up
 // inside the WebAssembly memory, so it is resident from the first second:
@@ -15,50 +16,41 @@ export const PGLITE_SHARED_BUFFERS = '8MB'
 // is sized for max_connections: PostgreSQL's default of 100 costs ~18 MB.
 const PGLITE_MAX_CONNECTIONS = 8
 
-// The embedded database: PostgreSQL compiled to WebAssembly, in this process.
-// One PGlite instance may open a data directory at a time.
+// The embedded database: PostgreSQL compiled to WebAssembly, run on a
+// thread of its own (pglite-thread.ts) so that its work never holds up the
+// HTTP loop. The data directory is locked first: one process at a time.
 export async function openPglite (dataDir: string): Promise<Db> {
-  if (!dataDir.startsWith('memory://')) makeWritableDirectory(dataDir)
-  // V8 tiers PGlite's hot WebAssembly functions up to TurboFan in the
-  // background; that held ~80 MB more resident memory and gave no
-  // measurable throughput under `npm run bench` (bench/RESULTS.md), so the
-  // embedded database stays on the baseline compiler, Liftoff. V8 reads the
-  // flag when it compiles a module, so it is set before PGlite compiles its.
-  setFlagsFromString('--liftoff-only')
-  const db = await PGlite.create(dataDir, {
-    startParams: [
-      ...PGlite.defaultStartParams,
+  const inMemory = dataDir.startsWith('memory://')
+  if (!inMemory) makeWritableDirectory(dataDir)
+  const lock = inMemory ? undefined : lockDataDir(dataDir)
+  const thread = {
+    dataDir,
+    extraStartParams: [
       '-c', `shared_buffers=${PGLITE_SHARED_BUFFERS}`,
       '-c', `max_connections=${PGLITE_MAX_CONNECTIONS}`
     ]
-  })
-
-  const wrap = (target: Pick<PGlite, 'query' | 'exec'>): Sql => ({
-    async query<R extends Row = Row>(text: string, params?: unknown[]) {
-      try {
-        const result = await target.query<R>(text, params)
-        return result.rows
-      } catch (err) {
-        throw asStoreError(err)
-      }
-    },
-    async exec (text: string) {
-      try {
-        await target.exec(text)
-      } catch (err) {
-        throw asStoreError(err)
-      }
+  }
+  let db: Db
+  try {
+    // A new directory is initialised (initdb) by a thread that then ends:
+    // a thread that stays on after initdb keeps ~450 MB more resident
+    // (670 against 220 MB on first start), until the process restarts.
+    if (!inMemory && !existsSync(join(dataDir, 'PG_VERSION'))) {
+      await (await pgliteOverThread(startPgliteThread(thread))).close()
     }
-  })
-
+    db = await pgliteOverThread(startPgliteThread(thread))
+  } catch (err) {
+    lock?.release()
+    throw err
+  }
   return {
-    kind: 'pglite',
-    ...wrap(db),
-    async transaction (fn) {
-      return await db.transaction(async (tx) => await fn(wrap(tx)))
-    },
+    ...db,
     async close () {
-      if (!db.closed) await db.close()
+      try {
+        await db.close()
+      } finally {
+        lock?.release()
+      }
     }
   }
 }

@@ -89,8 +89,8 @@ export interface BatchWriterOptions {
   // StoreUnavailableError (503), so a stalled database turns into quick
   // answers and bounded memory rather than a growing backlog.
   maxQueue?: number
-  // Batches in flight at once. PGlite runs one query at a time on the JS
-  // thread, so more than one only queues inside PGlite.
+  // Batches in flight at once. PGlite runs one query at a time (on its own
+  // thread), so more than one only queues inside PGlite.
   concurrency?: number
 }
 
@@ -154,8 +154,7 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
   // which its first create arrived, once the requests whose bytes were read
   // in that same turn have queued too; under load the batches form while
   // earlier ones are in flight. Starting at once, in the request's own
-  // microtasks, would write one row per batch on PGlite: its queries run
-  // synchronously on this thread, so no other request is read in between.
+  // microtasks, would send the first create of every turn alone.
   let scheduled = false
   const schedule = (): void => {
     if (scheduled) return

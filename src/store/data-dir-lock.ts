@@ -1,0 +1,65 @@
+import { closeSync, ftruncateSync, openSync, readFileSync, writeSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { hostname } from 'node:os'
+import { join } from 'node:path'
+import { ConfigError } from '../config.js'
+
+// fs-native-extensions ships prebuilt binaries (no compiler in the image);
+// on Linux tryLock is an open-file-description lock (fcntl F_OFD_SETLK).
+interface NativeLocks {
+  tryLock(fd: number): boolean
+  unlock(fd: number): void
+}
+const native = createRequire(import.meta.url)('fs-native-extensions') as NativeLocks
+
+// Inside the data directory, so a volume mounted at the directory itself
+// carries the lock to every container that mounts it. PostgreSQL ignores
+// files it does not know in its data directory.
+export const LOCK_FILE = '.plant-store.lock'
+
+export class DataDirInUseError extends ConfigError {
+  override name = 'DataDirInUseError'
+}
+
+export interface DataDirLock {
+  release(): void
+}
+
+// One process per embedded data directory: two PGlite instances on one
+// directory each keep their own buffers and overwrite each other's pages.
+// The lock is the kernel's, on the lock file's inode: it holds across
+// processes in other containers that share the volume (PID namespaces and
+// hostnames do not matter), and the kernel drops it when the process ends,
+// however it ends, so a process killed with SIGKILL leaves nothing that
+// blocks the next start. The pid and host written into the file only tell
+// an operator who holds it.
+export function lockDataDir (dataDir: string): DataDirLock {
+  const path = join(dataDir, LOCK_FILE)
+  const fd = openSync(path, 'a+')
+  let granted: boolean
+  try {
+    granted = native.tryLock(fd)
+  } catch (err) {
+    closeSync(fd)
+    throw err
+  }
+  if (!granted) {
+    closeSync(fd)
+    const holder = readFileSync(path, 'utf8').trim()
+    throw new DataDirInUseError(
+      `PGLITE_DATA_DIR: ${dataDir} is in use by another plant-store process` +
+      `${holder === '' ? '' : ` (${holder})`}; one process per database directory`)
+  }
+  ftruncateSync(fd)
+  writeSync(fd, `pid ${process.pid} on host ${hostname()}\n`)
+  let released = false
+  return {
+    release () {
+      if (released) return
+      released = true
+      ftruncateSync(fd)
+      native.unlock(fd)
+      closeSync(fd)
+    }
+  }
+}

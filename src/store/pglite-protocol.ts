@@ -1,0 +1,61 @@
+// The messages between the HTTP thread and the thread that owns PGlite
+// (pglite-thread.ts). Values cross by structured clone, which keeps bigint
+// (int8) and Date exact.
+
+export interface PgliteThreadData {
+  dataDir: string
+  // Added to PGlite's own start parameters.
+  extraStartParams: string[]
+}
+
+// `tx` names an open transaction session; without it the statement runs on
+// its own (PGlite queues it behind any open transaction).
+export type Request =
+  // Parameters in `staged` slots arrived before, in 'stage' messages.
+  | { id: number, op: 'query', text: string, params?: unknown[], staged?: number[], tx?: number }
+  // Part of one array parameter of the query with the same id.
+  | { id: number, op: 'stage', slot: number, items: unknown[] }
+  | { id: number, op: 'exec', text: string, tx?: number }
+  // Answered with the session's number once BEGIN has run.
+  | { id: number, op: 'begin' }
+  // Ends a session: COMMIT, or ROLLBACK. Answered once that has run.
+  | { id: number, op: 'end', tx: number, commit: boolean }
+  | { id: number, op: 'close' }
+
+// An error as plain data: its class does not cross threads, but its name,
+// message and own fields (SQLSTATE code, constraint…) do.
+export type ErrorData = Record<string, unknown> & { name: string, message: string }
+
+export type Reply =
+  | { id: number, ok: true, value?: unknown }
+  | { id: number, ok: false, error: ErrorData }
+
+// Sent once, first: PGlite is open, or why it could not be.
+export type Started = { started: true } | { started: false, error: ErrorData }
+
+// Left behind: the statement's parameters (plant names and tags, up to the
+// body limit each) would be copied across for nothing and must never reach
+// a log.
+const DROPPED = new Set(['params'])
+
+export function errorToData (err: unknown): ErrorData {
+  if (!(err instanceof Error)) return { name: 'Error', message: String(err) }
+  const data: ErrorData = { name: err.name, message: err.message }
+  if (err.stack !== undefined) data.stack = err.stack
+  for (const [key, value] of Object.entries(err)) {
+    if (!DROPPED.has(key) && isCloneable(value)) data[key] = value
+  }
+  return data
+}
+
+export function errorFromData (data: ErrorData): Error {
+  const { name, message, stack, ...fields } = data
+  const err = Object.assign(new Error(message), fields)
+  err.name = name
+  if (typeof stack === 'string') err.stack = stack
+  return err
+}
+
+function isCloneable (value: unknown): boolean {
+  return value === null || ['string', 'number', 'bigint', 'boolean', 'undefined'].includes(typeof value)
+}

@@ -1,0 +1,145 @@
+import { parentPort, workerData } from 'node:worker_threads'
+import { setFlagsFromString } from 'node:v8'
+import type { PGlite as PGliteType, Transaction } from '@electric-sql/pglite'
+import { errorToData, type PgliteThreadData, type Reply, type Request, type Started } from './pglite-protocol.js'
+
+// The thread that owns the embedded database (started by pglite-worker.ts).
+// PGlite runs PostgreSQL as WebAssembly on the thread that calls it, so a
+// large statement here keeps this thread busy, not the HTTP loop.
+
+// V8 tiers PGlite's hot WebAssembly functions up to TurboFan in the
+// background; that held ~80 MB more resident memory and gave no measurable
+// throughput under `npm run bench` (bench/RESULTS.md), so the embedded
+// database stays on the baseline compiler, Liftoff. V8 reads the flag when
+// it compiles a module, so it is set before PGlite is loaded and compiles its.
+setFlagsFromString('--liftoff-only')
+const { PGlite } = await import('@electric-sql/pglite')
+
+const port = parentPort as NonNullable<typeof parentPort>
+const { dataDir, extraStartParams } = workerData as PgliteThreadData
+
+// A transaction session: the statements the HTTP thread sends for it, in
+// order, until it ends. PGlite holds every other statement back meanwhile.
+interface Inbox {
+  waiting: Request[]
+  wake?: () => void
+}
+const sessions = new Map<number, Inbox>()
+
+const send = (message: Reply | Started): void => port.postMessage(message)
+const fail = (id: number, err: unknown): void => send({ id, ok: false, error: errorToData(err) })
+
+const opened = await PGlite.create(dataDir, { startParams: [...PGlite.defaultStartParams, ...extraStartParams] }).catch((err: unknown) => {
+  // Closing the port lets the thread end; the HTTP thread reports why.
+  send({ started: false, error: errorToData(err) })
+  port.close()
+})
+if (opened !== undefined) {
+  send({ started: true })
+  port.on('message', (request: Request) => serve(opened, request))
+}
+
+// Array parameters sent ahead in parts, by query id and slot.
+const staging = new Map<number, Map<number, unknown[]>>()
+
+function stage (request: Extract<Request, { op: 'stage' }>): void {
+  let slots = staging.get(request.id)
+  if (slots === undefined) staging.set(request.id, slots = new Map())
+  const items = slots.get(request.slot)
+  if (items === undefined) slots.set(request.slot, request.items)
+  else for (const item of request.items) items.push(item)
+}
+
+function paramsOf (request: Extract<Request, { op: 'query' }>): unknown[] | undefined {
+  if (request.staged === undefined) return request.params
+  const params = [...(request.params ?? [])]
+  const slots = staging.get(request.id)
+  staging.delete(request.id)
+  for (const slot of request.staged) params[slot] = slots?.get(slot) ?? []
+  return params
+}
+
+async function run (target: PGliteType | Transaction, request: Extract<Request, { op: 'query' | 'exec' }>): Promise<void> {
+  try {
+    const value = request.op === 'query'
+      ? (await target.query(request.text, paramsOf(request))).rows
+      : await target.exec(request.text).then(() => undefined)
+    send({ id: request.id, ok: true, value })
+  } catch (err) {
+    fail(request.id, err)
+  }
+}
+
+async function next (inbox: Inbox): Promise<Request> {
+  for (;;) {
+    const request = inbox.waiting.shift()
+    if (request !== undefined) return request
+    await new Promise<void>((resolve) => { inbox.wake = resolve })
+  }
+}
+
+class Rollback extends Error {}
+
+// BEGIN runs when PGlite gets to it; the session then serves the HTTP
+// thread's statements until it asks to commit or roll back.
+async function begin (db: PGliteType, id: number): Promise<void> {
+  const inbox: Inbox = { waiting: [] }
+  sessions.set(id, inbox)
+  let end: number | undefined
+  try {
+    await db.transaction(async (tx) => {
+      send({ id, ok: true, value: id })
+      for (;;) {
+        const request = await next(inbox)
+        if (request.op === 'end') {
+          end = request.id
+          if (!request.commit) throw new Rollback()
+          return
+        }
+        if (request.op === 'query' || request.op === 'exec') await run(tx, request)
+      }
+    })
+    send({ id: end as number, ok: true })
+  } catch (err) {
+    // Before the session began, the error is BEGIN's; after, COMMIT's or
+    // ROLLBACK's, answered to the request that ended the session.
+    if (end === undefined) fail(id, err)
+    else if (err instanceof Rollback) send({ id: end, ok: true })
+    else fail(end, err)
+  } finally {
+    sessions.delete(id)
+  }
+}
+
+function serve (db: PGliteType, request: Request): void {
+  if (request.op === 'stage') {
+    stage(request)
+    return
+  }
+  const tx = request.op === 'end' ? request.tx : 'tx' in request ? request.tx : undefined
+  if (tx !== undefined) {
+    const inbox = sessions.get(tx)
+    if (inbox === undefined) {
+      fail(request.id, new Error('Transaction is closed'))
+      return
+    }
+    inbox.waiting.push(request)
+    inbox.wake?.()
+    return
+  }
+  switch (request.op) {
+    case 'query':
+    case 'exec':
+      run(db, request).catch((err: unknown) => fail(request.id, err))
+      break
+    case 'begin':
+      begin(db, request.id).catch((err: unknown) => fail(request.id, err))
+      break
+    case 'close':
+      db.close().then(() => {
+        send({ id: request.id, ok: true })
+        port.close()
+      }, (err: unknown) => fail(request.id, err))
+      break
+  }
+}

@@ -1,0 +1,185 @@
+import { Worker } from 'node:worker_threads'
+import { setImmediate } from 'node:timers/promises'
+import { extname } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { Db, Row, Sql } from './db.js'
+import { asStoreError, StoreUnavailableError } from './errors.js'
+import { errorFromData, type PgliteThreadData, type Reply, type Request, type Started } from './pglite-protocol.js'
+
+// The thread's file beside this one: .js once compiled to dist/, .ts under
+// tsx (tests, `npm run dev`). Node 20 does not apply the process's --import
+// hooks to a worker's entry module, so under tsx a two-line entry registers
+// tsx in the worker before it imports the TypeScript file.
+const threadExtension = extname(fileURLToPath(import.meta.url))
+const threadFile = new URL(`./pglite-thread${threadExtension}`, import.meta.url)
+
+export function startPgliteThread (data: PgliteThreadData): Worker {
+  if (threadExtension !== '.ts') return new Worker(threadFile, { workerData: data })
+  const tsx = JSON.stringify(import.meta.resolve('tsx/esm/api'))
+  const entry = `import(${tsx}).then((tsx) => { tsx.register(); return import(${JSON.stringify(threadFile.href)}) })`
+  return new Worker(entry, { eval: true, workerData: data })
+}
+
+type Call = Request extends infer R ? R extends Request ? Omit<R, 'id'> : never : never
+type Stage = Omit<Extract<Request, { op: 'stage' }>, 'id'>
+
+// Structured clone copies a message on the sending thread in one go, about
+// 1 ms per MB, and one statement of a batch of large creates carries
+// hundreds of MB. Array parameters larger than this go ahead in parts of
+// about this size, so the HTTP loop runs between them.
+export const STAGE_CHARS = 4 * 1024 * 1024
+
+export function stageParams (params: unknown[]): { inline: unknown[], staged: number[], parts: Stage[] } {
+  const inline = [...params]
+  const staged: number[] = []
+  const parts: Stage[] = []
+  params.forEach((param, slot) => {
+    if (!Array.isArray(param) || charsOf(param) <= STAGE_CHARS) return
+    inline[slot] = null
+    staged.push(slot)
+    let start = 0
+    let chars = 0
+    param.forEach((item, i) => {
+      chars += charsOf(item)
+      if (chars < STAGE_CHARS && i < param.length - 1) return
+      parts.push({ op: 'stage', slot, items: param.slice(start, i + 1) })
+      start = i + 1
+      chars = 0
+    })
+  })
+  return { inline, staged, parts }
+}
+
+// Close enough for sizing messages: strings dominate; anything else is small.
+function charsOf (value: unknown): number {
+  if (typeof value === 'string') return value.length
+  if (Array.isArray(value)) return value.reduce((sum: number, item) => sum + charsOf(item), 0)
+  return 8
+}
+
+// The store's Db over a thread running pglite-thread.ts. Resolves once
+// PGlite is open there. Every error comes back through asStoreError, as
+// from PGlite on this thread; a thread that dies fails what it was doing
+// and everything after with StoreUnavailableError (503), never a hang.
+export async function pgliteOverThread (worker: Worker): Promise<Db> {
+  await started(worker)
+
+  const pending = new Map<number, { resolve: (value: unknown) => void, reject: (err: unknown) => void }>()
+  let nextId = 1
+  // Set once the thread is gone (closed or crashed): every call fails with it.
+  let gone: StoreUnavailableError | undefined
+
+  const stop = (err: StoreUnavailableError): void => {
+    gone ??= err
+    for (const p of pending.values()) p.reject(gone)
+    pending.clear()
+  }
+  worker.on('message', (reply: Reply) => {
+    const p = pending.get(reply.id)
+    if (p === undefined) return
+    pending.delete(reply.id)
+    // Idle, the thread does not keep the process alive, as PGlite on this
+    // thread did not; while a call waits, it does.
+    if (pending.size === 0) worker.unref()
+    if (reply.ok) p.resolve(reply.value)
+    else p.reject(asStoreError(errorFromData(reply.error)))
+  })
+  worker.on('error', (err) => stop(new StoreUnavailableError('The embedded database failed', { cause: err })))
+  worker.on('exit', (code) => stop(new StoreUnavailableError(`The embedded database stopped (thread exit ${code})`)))
+  worker.unref()
+
+  const post = (message: Request): void => {
+    if (gone !== undefined) throw gone
+    worker.postMessage(message)
+  }
+  // parts go first, one message each, the event loop free between them.
+  const call = async (request: Call, parts: Stage[] = []): Promise<unknown> => {
+    if (gone !== undefined) throw gone
+    const id = nextId++
+    return await new Promise((resolve, reject) => {
+      pending.set(id, { resolve, reject })
+      if (pending.size === 1) worker.ref()
+      const send = async (): Promise<void> => {
+        for (const part of parts) {
+          post({ ...part, id })
+          await setImmediate()
+        }
+        post({ ...request, id })
+      }
+      send().catch((err: unknown) => {
+        // The thread is gone, or a parameter structured clone cannot copy.
+        if (!pending.delete(id)) return
+        if (pending.size === 0) worker.unref()
+        reject(err)
+      })
+    })
+  }
+
+  const sql = (tx?: number): Sql => {
+    const session = tx === undefined ? {} : { tx }
+    return {
+      async query<R extends Row = Row>(text: string, params?: unknown[]) {
+        if (params === undefined) return await call({ op: 'query', text, ...session }) as R[]
+        const { inline, staged, parts } = stageParams(params)
+        return await call({ op: 'query', text, params: inline, ...(staged.length > 0 ? { staged } : {}), ...session }, parts) as R[]
+      },
+      async exec (text: string) {
+        await call({ op: 'exec', text, ...session })
+      }
+    }
+  }
+
+  let closing: Promise<void> | undefined
+  return {
+    kind: 'pglite',
+    ...sql(),
+    // The session holds PGlite for this callback alone: statements sent
+    // outside it wait in PGlite until it commits or rolls back.
+    async transaction (fn) {
+      const tx = await call({ op: 'begin' }) as number
+      let result
+      try {
+        result = await fn(sql(tx))
+      } catch (err) {
+        await call({ op: 'end', tx, commit: false }).catch(() => {})
+        throw err
+      }
+      await call({ op: 'end', tx, commit: true })
+      return result
+    },
+    async close () {
+      closing ??= (async () => {
+        if (gone === undefined) await call({ op: 'close' }).catch(() => {})
+        stop(new StoreUnavailableError('The embedded database is closed'))
+        await worker.terminate()
+      })()
+      await closing
+    }
+  }
+}
+
+async function started (worker: Worker): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    const done = (): void => {
+      worker.off('message', onMessage)
+      worker.off('error', onError)
+      worker.off('exit', onExit)
+    }
+    const onMessage = (message: Started): void => {
+      done()
+      if (message.started) resolve()
+      else reject(errorFromData(message.error))
+    }
+    const onExit = (code: number): void => {
+      done()
+      reject(new Error(`the embedded database thread exited with code ${code} before it opened`))
+    }
+    const onError = (err: Error): void => {
+      done()
+      reject(err)
+    }
+    worker.on('message', onMessage)
+    worker.on('error', onError)
+    worker.on('exit', onExit)
+  })
+}
