@@ -41,7 +41,7 @@ async function metricsPlugin (fastify: FastifyInstance, opts: MetricsOptions): P
     await Promise.race([once(server, 'listening'), once(server, 'error').then(([err]) => { throw err })])
     const address = server.address()
     const port = address !== null && typeof address === 'object' ? address.port : opts.port
-    fastify.log.info({ port }, `metrics listening at http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}${METRICS_PATH}`)
+    fastify.log.info({ port }, `metrics served at http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}${METRICS_PATH}`)
   })
 
   // After the API has drained, so a last scrape can still see the shutdown.

@@ -11,11 +11,13 @@ export interface RateLimitOptions {
 
 const WINDOW_MS = 60_000
 
-// The bearer token of a request that passed plugins/auth.ts (scheme
-// case-insensitive, SP or HTAB before the token), as a SHA-256 digest: the
-// limiter's memory never holds a token.
+// The bearer token of a request that passed plugins/auth.ts, as a SHA-256
+// digest: the limiter's memory never holds a token. Every whitespace around
+// the token is dropped, a superset of what auth tolerates there, so no
+// spelling of an accepted token (extra spaces, the scheme's case) gets a
+// window of its own; configured tokens never begin or end with whitespace.
 export function tokenKey (request: FastifyRequest): string {
-  const token = (request.headers.authorization ?? '').replace(/^bearer[ \t]+/i, '')
+  const token = (request.headers.authorization ?? '').replace(/^bearer/i, '').trim()
   return hash('sha256', token, 'base64url')
 }
 

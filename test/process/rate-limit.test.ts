@@ -44,14 +44,17 @@ t.test('past the limit: 429 with Retry-After in the Error shape, per token', asy
   t.equal(refused.headers.connection, 'close', 'answered before the body was read')
   t.ok(refused.headers['x-request-id'], 'with the request id')
 
-  // The same token written another way (the scheme in lower case) is the same token.
-  t.equal((await create(apiUrl, { ...jsonHeaders(), authorization: `bearer ${TOKEN}` })).status, 429, 'same token, other spelling')
+  // The same token written another way (the scheme's case, more spaces) shares its window.
+  for (const spelling of [`bearer ${TOKEN}`, `BEARER   ${TOKEN}`]) {
+    const res = await create(apiUrl, { ...jsonHeaders(), authorization: spelling })
+    t.equal(res.status, 429, `same token, spelled ${JSON.stringify(spelling.replace(TOKEN, 'TOKEN'))}`)
+  }
   // Another token has a minute of its own.
   for (let i = 0; i < LIMIT; i++) t.equal((await create(apiUrl, jsonHeaders(OTHER_TOKEN))).status, 200, `other token ${i + 1}`)
   t.equal((await create(apiUrl, jsonHeaders(OTHER_TOKEN))).status, 429, 'and its own limit')
 
   const samples = parseSamples((await request(metricsUrl)).body)
-  t.equal(valueOf(samples, 'http_request_duration_seconds_count', { method: 'POST', route: '/plants', status_code: '429' }), 3, 'the 429s are counted')
+  t.equal(valueOf(samples, 'http_request_duration_seconds_count', { method: 'POST', route: '/plants', status_code: '429' }), 4, 'the 429s are counted')
   t.equal(valueOf(samples, 'plant_store_creates_total', { outcome: 'created' }), 2 * LIMIT, 'the refused creates never reached the store')
   t.notOk(logs.some((line) => line.includes(TOKEN) || line.includes(OTHER_TOKEN)), 'no token in the log')
 })
