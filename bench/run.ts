@@ -7,7 +7,10 @@
 // runs), BENCH_CONNECTIONS (32), BENCH_ROUNDS (3), BENCH_SECONDS (10),
 // BENCH_WARMUP_SECONDS (3), BENCH_TARGETS (e.g. "baseline,pglite"),
 // BENCH_PROFILE=1 (write a --cpu-prof profile of each service to
-// bench/profiles/; the figures of a profiled run are not representative).
+// bench/profiles/; the figures of a profiled run are not representative),
+// BENCH_OPERATING=1 (also each database's service with metrics on, and
+// with spans exported to a local OTLP sink, e.g. "postgres+metrics", each
+// on a database of its own; prints their req/s ratio to the plain one).
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
@@ -15,6 +18,7 @@ import { runToEnd, startServer, type Server } from './processes.js'
 import { cpuSeconds, cpuSecondsOf } from './cpu.js'
 import { createLoad, type Load, type LoadResult } from './load.js'
 import { createPgliteDatabase, createPostgresDatabase, type BenchDatabase } from './databases.js'
+import { startOtlpSink } from './otlp-sink.js'
 
 const intEnv = (name: string, fallback: number): number => {
   const value = Number(process.env[name] ?? fallback)
@@ -28,6 +32,7 @@ const warmupSeconds = intEnv('BENCH_WARMUP_SECONDS', 3)
 const profileDir = process.env.BENCH_PROFILE === '1' ? join('bench', 'profiles') : undefined
 const adminUrl = process.env.DATABASE_URL ?? process.env.TEST_DATABASE_URL
 const only = process.env.BENCH_TARGETS?.split(',').map((s) => s.trim())
+const operating = process.env.BENCH_OPERATING === '1'
 
 const TARGETS = { postgres: { reqRatio: 0.6, p99Ms: 15 }, pglite: { reqRatio: 0.3 }, rssBytes: 200 * 1024 * 1024 }
 
@@ -99,23 +104,37 @@ async function main (): Promise<number> {
     })
   }
   const databases: BenchDatabase[] = []
+  const sink = operating ? await startOtlpSink() : undefined
+  // The plain service, then (BENCH_OPERATING=1) the same with metrics on and
+  // with spans exported.
+  const variants: Array<[string, Record<string, string>]> = [['', {}]]
+  if (sink !== undefined) {
+    variants.push(['+metrics', { METRICS_PORT: '0' }])
+    variants.push(['+tracing', { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url }])
+  }
   let failed = false
   try {
     if (wanted('baseline')) add('baseline', await startServer('baseline', ['--import', 'tsx', 'bench/baseline.ts'], {}))
     if (wanted('postgres') && adminUrl !== undefined && adminUrl !== '') {
-      const database = await createPostgresDatabase(adminUrl)
-      databases.push(database)
-      add('postgres', await startServer('postgres', [...profileArgs('postgres'), 'dist/src/server.js'], { ...serviceEnv, ...database.env }), database)
+      for (const [suffix, env] of variants) {
+        const database = await createPostgresDatabase(adminUrl)
+        databases.push(database)
+        const name = `postgres${suffix}`
+        add(name, await startServer(name, [...profileArgs(name), 'dist/src/server.js'], { ...serviceEnv, ...env, ...database.env }), database)
+      }
     }
     if (wanted('pglite')) {
-      const database = createPgliteDatabase()
-      databases.push(database)
-      // initdb runs once per data directory and needs far more memory than
-      // serving does (a second PostgreSQL instance in WebAssembly): create
-      // the database first, as a deployment would with npm run migrate.
-      const first = await runToEnd('pglite migrate', ['dist/src/migrate.js'], { ...serviceEnv, ...database.env })
-      console.log(`pglite: initdb + migrations (npm run migrate) took ${first.seconds.toFixed(1)} s, peak RSS ${mb(first.peakRss)}`)
-      add('pglite', await startServer('pglite', [...profileArgs('pglite'), 'dist/src/server.js'], { ...serviceEnv, ...database.env }), database)
+      for (const [suffix, env] of variants) {
+        const database = createPgliteDatabase()
+        databases.push(database)
+        // initdb runs once per data directory and needs far more memory than
+        // serving does (a second PostgreSQL instance in WebAssembly): create
+        // the database first, as a deployment would with npm run migrate.
+        const first = await runToEnd('pglite migrate', ['dist/src/migrate.js'], { ...serviceEnv, ...database.env })
+        console.log(`pglite: initdb + migrations (npm run migrate) took ${first.seconds.toFixed(1)} s, peak RSS ${mb(first.peakRss)}`)
+        const name = `pglite${suffix}`
+        add(name, await startServer(name, [...profileArgs(name), 'dist/src/server.js'], { ...serviceEnv, ...env, ...database.env }), database)
+      }
     }
 
     console.log(`${connections} connections, warm-up ${warmupSeconds} s, ${rounds} rounds of ~${seconds} s per target, node ${process.version}`)
@@ -155,9 +174,19 @@ async function main (): Promise<number> {
         `${median(target.cpu.map((c) => c.server)).toFixed(0)} / ${target.name === 'postgres' ? median(target.cpu.map((c) => c.postgres)).toFixed(0) : '—'} / ${median(target.cpu.map((c) => c.load)).toFixed(0)} |`)
     }
     console.log('')
+    // Metrics and tracing against the same service without them, round by round.
+    for (const target of targets) {
+      const plain = targets.find((p) => p.name === target.name.split('+')[0])
+      if (plain === undefined || plain === target) continue
+      const ratios = target.rounds.map((r, i) => r.reqPerSec / (plain.rounds[i] as LoadResult).reqPerSec)
+      console.log(`${target.name} / ${plain.name}: req/s ${ratios.map((r) => r.toFixed(2)).join(', ')} (median ${median(ratios).toFixed(2)}x), ` +
+        `p99 ${median(target.rounds.map((r) => r.p99))} vs ${median(plain.rounds.map((r) => r.p99))} ms`)
+    }
+    if (sink !== undefined) console.log(`OTLP sink received ${sink.exports()} exports`)
+    console.log('')
     for (const target of targets) {
       const ratios = ratiosOf(target)
-      if (ratios.length > 0) checkTargets(target, median(ratios))
+      if (ratios.length > 0 && !target.name.includes('+')) checkTargets(target, median(ratios))
     }
 
     // Every 200 must be a stored row, and nothing else may be.
@@ -176,6 +205,7 @@ async function main (): Promise<number> {
   } finally {
     for (const target of targets) await target.server.stop().catch(() => {})
     for (const database of databases) await database.drop().catch((err: unknown) => console.error('could not drop a bench database:', err))
+    await sink?.close()
   }
   return failed ? 1 : 0
 }

@@ -53,6 +53,12 @@ export const createPlantErrors = {
     retry: 'Nothing was stored. Do not retry unchanged: send Content-Type: application/json.',
     message: 'Content-Type must be application/json (none was sent)'
   },
+  429: {
+    when: 'This token has made as many creates this minute as the service allows (only when the service is configured with a limit; the body is not read).',
+    retry: 'Nothing was stored. Safe to retry after the Retry-After delay, when the token\'s minute is over.',
+    headers: ['Retry-After'],
+    message: 'Too many creates: this token may make 600 a minute; retry after the Retry-After delay'
+  },
   500: {
     when: 'An unexpected failure; the details are in the service log under the X-Request-Id.',
     retry: 'Nothing was acknowledged. The same create is safe to retry (it is idempotent); report the X-Request-Id if it persists.',

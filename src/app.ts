@@ -5,6 +5,10 @@ import type { Config } from './config.js'
 import { frameworkErrorHandler } from './http/errors.js'
 import { clientErrorHandler, genReqId } from './http/edge.js'
 import { connectionLimits, serverTimeouts, type ServerTimeouts } from './http/timeouts.js'
+import { childLoggerWithTraceId } from './telemetry/trace-id.js'
+import tracingPlugin from '../plugins/tracing.js'
+import metricsPlugin from '../plugins/metrics.js'
+import rateLimitPlugin from '../plugins/rate-limit.js'
 import httpEdge from '../plugins/http-edge.js'
 import jsonBody from '../plugins/json-body.js'
 import dbPlugin, { type DbPluginOptions } from '../plugins/db.js'
@@ -37,6 +41,8 @@ export function serverOptions (
     bodyLimit: config.bodyLimit,
     genReqId,
     requestIdHeader: false,
+    // A caller's traceparent puts trace_id on every log line of its request.
+    childLoggerFactory: childLoggerWithTraceId,
     clientErrorHandler,
     frameworkErrors: frameworkErrorHandler,
     // Bound slow and oversized clients: see src/http/timeouts.ts.
@@ -56,6 +62,11 @@ export function serverOptions (
 export async function buildApp ({ config, logger = false, background, timeouts, writer }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify(serverOptions(config, logger, serverTimeouts(config, timeouts))).withTypeProvider<TypeBoxTypeProvider>()
 
+  // Operating it, when configured: spans (first, so the request span covers
+  // every hook) and metrics (every answer timed, 404s included).
+  if (config.tracing !== undefined) await app.register(tracingPlugin, { tracing: config.tracing })
+  if (config.metricsPort !== undefined) await app.register(metricsPlugin, { port: config.metricsPort, host: config.host })
+
   // In the order a request meets them: the connection edge (request id,
   // Host, Expect, shutdown, the Error shape), the database, the public docs
   // and probes, then the API: bearer auth, media type, body, validation and
@@ -72,9 +83,10 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
   await app.register(docsPlugin)
   await app.register(healthRoutes)
   // The API routes and the bearer hook share one encapsulated context, so
-  // auth guards exactly them.
+  // auth guards exactly them; the rate limit counts authenticated creates.
   await app.register(async (api) => {
     await api.register(authPlugin, { tokens: config.apiTokens })
+    if (config.rateLimitPerMinute !== undefined) await api.register(rateLimitPlugin, { perMinute: config.rateLimitPerMinute })
     await api.register(plantsRoutes)
   })
   return app

@@ -6,6 +6,9 @@ import { makeWritableDirectory } from './directory.js'
 
 const LogLevel = Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)))
 
+// The OTLP encodings the service can export spans in (both over HTTP).
+const OtlpProtocol = Type.Union([Type.Literal('http/protobuf'), Type.Literal('http/json')])
+
 // The environment as it arrives: every variable a string, checked before use.
 // Value.Convert turns "3000" into 3000 and leaves "abc" alone, so the check
 // then names the variable that is wrong.
@@ -20,6 +23,17 @@ export const Env = Type.Object({
   BODY_LIMIT: Type.Integer({ minimum: 1, maximum: 1073741824, default: 1048576 }),
   LOG_LEVEL: Type.Union(LogLevel.anyOf, { default: 'info' }),
   DB_TIMEOUT_MS: Type.Integer({ minimum: 1, maximum: 600000, default: 5000 }),
+  METRICS_PORT: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
+  RATE_LIMIT_PER_MINUTE: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000000000 })),
+  // OpenTelemetry's own variables. The exporter reads them itself; they are
+  // checked here so a typo stops start-up with one line instead of silently
+  // exporting nothing.
+  OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
+  OTEL_EXPORTER_OTLP_PROTOCOL: Type.Optional(OtlpProtocol),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: Type.Optional(OtlpProtocol),
+  OTEL_SDK_DISABLED: Type.Optional(Type.String()),
+  OTEL_TRACES_EXPORTER: Type.Optional(Type.String()),
   NODE_ENV: Type.Optional(Type.String())
 })
 export type Env = Static<typeof Env>
@@ -37,7 +51,13 @@ export const Config = Type.Object({
   // Bounds every database wait (connect, query, pool checkout): past it the
   // client gets a 503 instead of hanging.
   dbTimeoutMs: Type.Integer(),
-  production: Type.Boolean()
+  production: Type.Boolean(),
+  // Prometheus metrics on a listener of their own (plugins/metrics.ts).
+  metricsPort: Type.Optional(Type.Integer()),
+  // Creates per token per minute (plugins/rate-limit.ts).
+  rateLimitPerMinute: Type.Optional(Type.Integer()),
+  // Spans exported over OTLP/HTTP in this encoding (plugins/tracing.ts).
+  tracing: Type.Optional(Type.Object({ protocol: OtlpProtocol }))
 })
 export type Config = Static<typeof Config>
 
@@ -93,6 +113,10 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
     apiTokens.push(generatedToken)
   }
 
+  if (e.METRICS_PORT !== undefined && e.METRICS_PORT !== 0 && e.METRICS_PORT === e.PORT) {
+    throw new ConfigError(`METRICS_PORT: must differ from PORT (${e.PORT}); metrics never share the API port`)
+  }
+  const tracing = tracingConfig(e)
   const config: Config = {
     port: e.PORT,
     host: e.HOST,
@@ -101,9 +125,24 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
     bodyLimit: e.BODY_LIMIT,
     logLevel: e.LOG_LEVEL,
     dbTimeoutMs: e.DB_TIMEOUT_MS,
-    production
+    production,
+    ...(e.METRICS_PORT === undefined ? {} : { metricsPort: e.METRICS_PORT }),
+    ...(e.RATE_LIMIT_PER_MINUTE === undefined ? {} : { rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE }),
+    ...(tracing === undefined ? {} : { tracing })
   }
   return generatedToken === undefined ? { config } : { config, generatedToken }
+}
+
+// Spans are exported when an OTLP endpoint is configured, as OpenTelemetry's
+// SDKs decide: OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none turn it
+// off. The default encoding is OTLP's, protobuf.
+function tracingConfig (e: Env): Config['tracing'] {
+  if (e.OTEL_EXPORTER_OTLP_ENDPOINT === undefined && e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT === undefined) return undefined
+  if (e.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return undefined
+  const exporters = (e.OTEL_TRACES_EXPORTER ?? 'otlp').split(',').map((x) => x.trim().toLowerCase())
+  if (exporters.includes('none')) return undefined
+  if (!exporters.includes('otlp')) throw new ConfigError(`OTEL_TRACES_EXPORTER: only otlp (or none) is supported (got ${JSON.stringify(e.OTEL_TRACES_EXPORTER)})`)
+  return { protocol: e.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? e.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf' }
 }
 
 // The embedded database's directory, made (or checked) before PGlite opens

@@ -17,9 +17,10 @@ export const RETRY_AFTER_SECONDS = {
 } as const
 
 // An error that already knows its HTTP status and a message written for the
-// client: the message reaches the client whatever the status.
+// client: the message reaches the client whatever the status. A delay it
+// knows (a 429's window) becomes Retry-After.
 export class HttpError extends Error {
-  constructor (readonly statusCode: number, message: string) {
+  constructor (readonly statusCode: number, message: string, readonly retryAfterSeconds?: number) {
     super(message)
     this.name = 'HttpError'
   }
@@ -75,6 +76,7 @@ export function errorHandler (err: FastifyError, request: FastifyRequest, reply:
     if (!chosen) message = STATUS_CODES[status] ?? 'Internal Server Error'
   } else {
     request.log.info({ status, code: err.code, reason: err.message }, 'request rejected')
+    if (chosen) retryAfter = err.retryAfterSeconds
   }
   sendError(reply, status, message, retryAfter)
 }

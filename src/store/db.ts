@@ -22,6 +22,15 @@ export interface Db extends Sql {
   // Runs fn on one connection inside BEGIN … COMMIT (ROLLBACK when it throws).
   transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T>
   close(): Promise<void>
+  // PostgreSQL: the pool's connections now (for metrics). PGlite has no pool.
+  poolStats?(): PoolStats
+}
+
+export interface PoolStats {
+  // Connections open, idle among them, and callers waiting for one.
+  total: number
+  idle: number
+  waiting: number
 }
 
 // pg returns int8 as a string, PGlite as a number or a bigint: every id read

@@ -30,9 +30,40 @@ export interface PlantStoreOptions {
   writer?: BatchWriterOptions
 }
 
+// What the store tells whoever watches it (metrics, tracing) without knowing
+// who: every method is optional and runs synchronously on the create path,
+// so a watcher must be cheap. With no watcher nothing is called.
+export interface StoreObserver {
+  // A create joined the queue; called in the caller's async context.
+  queued?(plant: PlantRecord): void
+  // A create was refused because maxQueue creates were already waiting (503).
+  rejectedFull?(): void
+  // One write (an INSERT … unnest for the whole batch, then a SELECT for
+  // the ids already stored) starts or ends; failure is what failed it.
+  batchStarted?(batch: WriteBatch): void
+  batchFinished?(batch: WriteBatch, failure: unknown): void
+  // What the database did with one create. Counted when it happened, even
+  // if the caller had already been told 503 (the deadline passed).
+  answered?(kind: CreateOutcome['kind']): void
+}
+
+export interface WriteBatch {
+  // Numbers the batches of this store, from 1.
+  readonly id: number
+  readonly creates: ReadonlyArray<{ readonly plant: PlantRecord }>
+}
+
+// The writer's state right now, read when metrics are scraped.
+export interface WriterStats {
+  queueDepth: number
+  inFlight: number
+}
+
 export function createPlantStore (db: Db, { timeoutMs, ready, log, writer: writerOptions }: PlantStoreOptions) {
   const writer = createBatchWriter(db, writerOptions)
   return {
+    observe: writer.observe,
+    stats: writer.stats,
     // Whether the migrations are applied: the readiness probe says why it is not ready.
     isMigrated: ready,
     // Stores a new plant, or recognises a retry of the same plant, or
@@ -141,6 +172,8 @@ interface Group {
 
 export interface BatchWriter {
   create(plant: PlantRecord): Promise<CreateOutcome>
+  observe(observer: StoreObserver): void
+  stats(): WriterStats
 }
 
 export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): BatchWriter {
@@ -149,6 +182,11 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
   const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY[db.kind]
   const queue: Pending[] = []
   let inFlight = 0
+  let batches = 0
+  const observers: StoreObserver[] = []
+  const onAnswer = (kind: CreateOutcome['kind']): void => {
+    for (const o of observers) o.answered?.(kind)
+  }
 
   // No timer: a batch starts in the check phase of the event loop turn in
   // which its first create arrived, once the requests whose bytes were read
@@ -175,13 +213,18 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
   }
 
   const writeBatch = async (batch: Pending[]): Promise<void> => {
+    const event: WriteBatch = { id: ++batches, creates: batch }
+    for (const o of observers) o.batchStarted?.(event)
+    let failure: unknown
     try {
-      await settle(groupById(batch))
+      failure = await settle(groupById(batch))
     } catch (err) {
       // A bug in the code above must not leave a request waiting forever;
       // requests already answered ignore this.
+      failure = err
       for (const p of batch) p.reject(err)
     }
+    for (const o of observers) o.batchFinished?.(event, failure)
   }
 
   // Answers every request of groups; returns the error that failed them, if
@@ -242,7 +285,7 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
     for (const row of rows) created.add(toId(row.id).toString())
     const existing: Group[] = []
     for (const g of groups) {
-      if (created.has(g.key)) answer(g, first(g).plant, true)
+      if (created.has(g.key)) answer(g, first(g).plant, true, onAnswer)
       else existing.push(g)
     }
     return existing
@@ -262,7 +305,7 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
         continue
       }
       const id = first(g).plant.id
-      answer(g, row.tag === null ? { id, name: row.name } : { id, name: row.name, tag: row.tag }, false)
+      answer(g, row.tag === null ? { id, name: row.name } : { id, name: row.name, tag: row.tag }, false, onAnswer)
     }
     return missing
   }
@@ -270,13 +313,19 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
   return {
     async create (plant) {
       if (queue.length >= maxQueue) {
+        for (const o of observers) o.rejectedFull?.()
         throw new StoreUnavailableError(`${queue.length} creates are already waiting for the database`)
       }
+      for (const o of observers) o.queued?.(plant)
       return await new Promise<CreateOutcome>((resolve, reject) => {
         queue.push({ plant, resolve, reject })
         if (inFlight < concurrency) schedule()
       })
-    }
+    },
+    observe (observer) {
+      observers.push(observer)
+    },
+    stats: () => ({ queueDepth: queue.length, inFlight })
   }
 }
 
@@ -308,10 +357,11 @@ function groupById (batch: Pending[]): Group[] {
 
 // The first request of a group that created the row gets "created"; every
 // other request compares its data with the stored row.
-function answer (g: Group, stored: PlantRecord, created: boolean): void {
+function answer (g: Group, stored: PlantRecord, created: boolean, onAnswer: (kind: CreateOutcome['kind']) => void): void {
   g.members.forEach((p, i) => {
-    if (created && i === 0) p.resolve({ kind: 'created', plant: p.plant })
-    else p.resolve({ kind: samePlant(p.plant, stored) ? 'replayed' : 'conflict', plant: stored })
+    const kind = created && i === 0 ? 'created' : samePlant(p.plant, stored) ? 'replayed' : 'conflict'
+    onAnswer(kind)
+    p.resolve({ kind, plant: kind === 'created' ? p.plant : stored })
   })
 }
 

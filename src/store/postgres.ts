@@ -86,6 +86,7 @@ export function openPostgres ({ url, timeoutMs, log, poolSize = 10 }: PostgresOp
         client.release(lost ?? (failure instanceof Error ? failure : undefined))
       }
     },
+    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close () {
       // Idempotent: a test or a failed start-up may close before shutdown does.
       if (!pool.ended && !pool.ending) await pool.end()

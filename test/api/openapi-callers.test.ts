@@ -28,7 +28,7 @@ for (const backend of backends()) {
     })
 
     t.test('headers: X-Request-Id on every answer, and each status its own', async (t) => {
-      const own: Record<string, string[]> = { 401: ['WWW-Authenticate'], 405: ['Allow'], 503: ['Retry-After'] }
+      const own: Record<string, string[]> = { 401: ['WWW-Authenticate'], 405: ['Allow'], 429: ['Retry-After'], 503: ['Retry-After'] }
       for (const status of Object.keys(responses)) {
         t.same(headerNames(status), ['X-Request-Id', ...(own[status] ?? [])].sort(), `${status} headers`)
         for (const [name, header] of Object.entries(responses[status]?.headers as Json)) {

@@ -15,7 +15,7 @@ import { storedPlants, withClient } from '../support/database.js'
 // temporary file at a local path, the built server started as the image's
 // CMD starts it, and the compose and Dockerfile healthchecks run as the
 // engine runs them. Only DATABASE_URL (the local PostgreSQL, or PGlite when
-// none is configured) and PORT (a free one) differ from the file.
+// none is configured), PORT and METRICS_PORT (free ones) differ from the file.
 const compose = readCompose()
 const app = service(compose, 'app')
 const composeEnv = environmentOf(app)
@@ -52,6 +52,9 @@ async function rehearsal (t: Test, database: { url?: string }): Promise<Rehearsa
   }
   const port = await freePort()
   env.PORT = String(port)
+  // The file's metrics port is fixed; here any free one, so replicas and
+  // other test runs on this machine never collide.
+  if (env.METRICS_PORT !== undefined) env.METRICS_PORT = '0'
   if (database.url === undefined) {
     delete env.DATABASE_URL
     env.PGLITE_DATA_DIR = join(dir, 'pglite')

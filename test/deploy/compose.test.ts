@@ -133,3 +133,13 @@ t.test('no secret in plain text', async (t) => {
     }
   }
 })
+
+t.test('metrics: METRICS_PORT on the app, on the compose network only, with a scrape example', async (t) => {
+  const metricsPort = env.METRICS_PORT
+  t.match(metricsPort, /^\d+$/, 'METRICS_PORT is set')
+  t.not(metricsPort, env.PORT ?? '3000', 'never the API port')
+  t.notOk((app.ports ?? []).map(String).some((p) => p.endsWith(`:${metricsPort ?? ''}`)), 'not published on the host')
+  const text = composeText()
+  t.match(text, /#\s+scrape_configs:/, 'a commented Prometheus scrape example')
+  t.match(text, new RegExp(`#\\s+port: ${metricsPort ?? ''}\\b`), 'scraping the same port')
+})

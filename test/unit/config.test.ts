@@ -46,6 +46,20 @@ t.test('every variable is read', async (t) => {
   })
 })
 
+t.test('metrics, rate limit and tracing are off unless configured', async (t) => {
+  const off = loadConfig({ API_TOKENS: 'a' }).config
+  t.equal(off.metricsPort, undefined)
+  t.equal(off.rateLimitPerMinute, undefined)
+  t.equal(off.tracing, undefined)
+  const on = loadConfig({ API_TOKENS: 'a', METRICS_PORT: '9464', RATE_LIMIT_PER_MINUTE: '600', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).config
+  t.equal(on.metricsPort, 9464)
+  t.equal(on.rateLimitPerMinute, 600)
+  t.same(on.tracing, { protocol: 'http/protobuf' }, 'OTLP\'s default encoding')
+  t.same(loadConfig({ API_TOKENS: 'a', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c:4318/v1/traces', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }).config.tracing, { protocol: 'http/json' })
+  t.equal(loadConfig({ API_TOKENS: 'a', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' }).config.tracing, undefined, 'OTEL_SDK_DISABLED')
+  t.equal(loadConfig({ API_TOKENS: 'a', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'none' }).config.tracing, undefined, 'OTEL_TRACES_EXPORTER=none')
+})
+
 t.test('PGLITE_DATA_DIR may keep the database in memory', async (t) => {
   t.same(loadConfig({ API_TOKENS: 'a', PGLITE_DATA_DIR: 'memory://' }).config.database, { kind: 'pglite', dataDir: 'memory://' })
 })
@@ -72,7 +86,15 @@ t.test('a bad value names the variable', async (t) => {
     [{ DATABASE_URL: 'postgres://' }, /^DATABASE_URL: /],
     [{ DATABASE_URL: 'postgres://exa mple' }, /^DATABASE_URL: /],
     [{ API_TOKENS_FILE: '/nonexistent/tokens' }, /^API_TOKENS_FILE: cannot read/],
-    [{ DB_TIMEOUT_MS: '-1' }, /^DB_TIMEOUT_MS: /]
+    [{ DB_TIMEOUT_MS: '-1' }, /^DB_TIMEOUT_MS: /],
+    [{ METRICS_PORT: 'nine' }, /^METRICS_PORT: /],
+    [{ METRICS_PORT: '70000' }, /^METRICS_PORT: /],
+    [{ METRICS_PORT: '3000' }, /^METRICS_PORT: must differ from PORT/],
+    [{ RATE_LIMIT_PER_MINUTE: '0' }, /^RATE_LIMIT_PER_MINUTE: /],
+    [{ RATE_LIMIT_PER_MINUTE: '1.5' }, /^RATE_LIMIT_PER_MINUTE: /],
+    [{ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }, /^OTEL_EXPORTER_OTLP_ENDPOINT: /],
+    [{ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, /^OTEL_EXPORTER_OTLP_PROTOCOL: /],
+    [{ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'zipkin' }, /^OTEL_TRACES_EXPORTER: /]
   ]
   for (const [env, pattern] of cases) {
     let caught: unknown

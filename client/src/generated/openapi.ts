@@ -212,6 +212,23 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description This token has made as many creates this minute as the service allows (only when the service is configured with a limit; the body is not read). Nothing was stored. Safe to retry after the Retry-After delay, when the token's minute is over. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 429,
+                     *       "message": "Too many creates: this token may make 600 a minute; retry after the Retry-After delay"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description An unexpected failure; the details are in the service log under the X-Request-Id. Nothing was acknowledged. The same create is safe to retry (it is idempotent); report the X-Request-Id if it persists. */
             500: {
                 headers: {

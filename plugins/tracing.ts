@@ -1,0 +1,93 @@
+import fp from 'fastify-plugin'
+import { FastifyOtelInstrumentation } from '@fastify/otel'
+import { context, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api'
+import type { FastifyInstance } from 'fastify'
+import type { Config } from '../src/config.js'
+import { startTracing } from '../src/telemetry/tracing.js'
+import { bindTraceId } from '../src/telemetry/trace-id.js'
+import type { PlantRecord, StoreObserver } from '../src/store/plant-store.js'
+
+export interface TracingOptions {
+  tracing: NonNullable<Config['tracing']>
+}
+
+// Spans, when exported (registered only then: without OTEL_EXPORTER_OTLP_ENDPOINT
+// nothing here runs). One span per request from @fastify/otel, which
+// continues an incoming traceparent, named `METHOD route`; under it one span
+// per database write a create joined (src/store/plant-store.ts batches the
+// creates that arrive together into one write), with the batch's size.
+// Hook and handler spans are off: they would add a span per hook per
+// request and tell an on-call person nothing the two levels do not.
+async function tracingPlugin (fastify: FastifyInstance, opts: TracingOptions): Promise<void> {
+  const tracing = startTracing(opts.tracing)
+  const instrumentation = new FastifyOtelInstrumentation({
+    instrumentHooks: false,
+    instrumentHandler: false,
+    recordExceptions: false,
+    requestHook: (span, request) => span.updateName(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`)
+  })
+  instrumentation.setTracerProvider(tracing.provider)
+  await fastify.register(instrumentation.plugin())
+
+  // Log lines after this carry the trace id also when the request started
+  // its trace here (a traceparent's id is bound from the first line on).
+  fastify.addHook('onRequest', (request, reply, done) => {
+    const ctx = request.opentelemetry().context
+    const span = ctx === null ? undefined : trace.getSpan(ctx)
+    if (span !== undefined) bindTraceId(request, reply, span.spanContext().traceId)
+    done()
+  })
+  // Runs the handler, synchronously from done(), inside the request span's
+  // context: the store sees it when a create joins the queue.
+  fastify.addHook('preHandler', (request, _reply, done) => {
+    const ctx = request.opentelemetry().context
+    if (ctx === null) done()
+    else context.with(ctx, done)
+  })
+
+  fastify.addHook('onReady', async () => {
+    fastify.plants.observe(databaseSpans(tracing.provider.getTracer('plant-store'), fastify.db.kind))
+  })
+  fastify.addHook('onClose', async () => {
+    instrumentation.disable()
+    await tracing.shutdown()
+  })
+}
+
+// A child span of each create's request span for the write its create
+// joined: from the moment the batch's statement starts until it is answered.
+function databaseSpans (tracer: Tracer, database: 'postgres' | 'pglite'): StoreObserver {
+  const parents = new WeakMap<PlantRecord, Context>()
+  const spans = new WeakMap<PlantRecord, Span>()
+  return {
+    queued (plant) {
+      parents.set(plant, context.active())
+    },
+    batchStarted (batch) {
+      for (const { plant } of batch.creates) {
+        const parent = parents.get(plant)
+        if (parent === undefined) continue
+        spans.set(plant, tracer.startSpan('plant_store.write', {
+          attributes: {
+            'db.system.name': 'postgresql',
+            'db.operation.name': 'INSERT',
+            'plant_store.database': database,
+            'plant_store.batch.id': batch.id,
+            'plant_store.batch.size': batch.creates.length
+          }
+        }, parent))
+      }
+    },
+    batchFinished (batch, failure) {
+      for (const { plant } of batch.creates) {
+        const span = spans.get(plant)
+        if (span === undefined) continue
+        // The error's name only: a database message can quote plant data.
+        if (failure !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: failure instanceof Error ? failure.name : 'write failed' })
+        span.end()
+      }
+    }
+  }
+}
+
+export default fp(tracingPlugin, { name: 'tracing', fastify: '5.x' })
