@@ -16,7 +16,9 @@ export interface ServerTimeouts {
   keepAliveTimeoutMs: number
   // A connection with no traffic either way while a request is open (a
   // client that stops reading the answer) closes after this. It must exceed
-  // the longest a handler can take, which DB_TIMEOUT_MS bounds.
+  // the longest a handler can take: a create waits for a writer up to
+  // DB_TIMEOUT_MS, may need a new connection (DB_TIMEOUT_MS), then its
+  // statement (DB_TIMEOUT_MS on the server, + 1 s for the driver's read).
   connectionTimeoutMs: number
   checkIntervalMs: number
 }
@@ -26,7 +28,7 @@ export function serverTimeouts (config: Pick<Config, 'dbTimeoutMs'>, overrides: 
     headersTimeoutMs: 10_000,
     requestTimeoutMs: 30_000,
     keepAliveTimeoutMs: 65_000,
-    connectionTimeoutMs: Math.max(60_000, config.dbTimeoutMs + 10_000),
+    connectionTimeoutMs: Math.max(60_000, 3 * config.dbTimeoutMs + 10_000),
     checkIntervalMs: 1_000,
     ...overrides
   }

@@ -20,7 +20,9 @@ export type CreateOutcome =
   | { kind: 'conflict', plant: PlantRecord }
 
 export interface PlantStoreOptions {
-  // Bounds every store call as a whole (DB_TIMEOUT_MS).
+  // DB_TIMEOUT_MS: how long a create may wait for a writer, and how long
+  // one batch may take to write (see the batching writer); bounds the
+  // readiness check as a whole.
   timeoutMs: number
   // True once the migrations are applied; until then creates are refused.
   ready: () => boolean
@@ -42,8 +44,7 @@ export interface StoreObserver {
   // the ids already stored) starts or ends; failure is what failed it.
   batchStarted?(batch: WriteBatch): void
   batchFinished?(batch: WriteBatch, failure: unknown): void
-  // What the database did with one create. Counted when it happened, even
-  // if the caller had already been told 503 (the deadline passed).
+  // What the database did with one create, which is what its caller is told.
   answered?(kind: CreateOutcome['kind']): void
 }
 
@@ -60,7 +61,7 @@ export interface WriterStats {
 }
 
 export function createPlantStore (db: Db, { timeoutMs, ready, log, writer: writerOptions }: PlantStoreOptions) {
-  const writer = createBatchWriter(db, writerOptions)
+  const writer = createBatchWriter(db, { ...writerOptions, timeoutMs })
   return {
     observe: writer.observe,
     stats: writer.stats,
@@ -68,10 +69,11 @@ export function createPlantStore (db: Db, { timeoutMs, ready, log, writer: write
     isMigrated: ready,
     // Stores a new plant, or recognises a retry of the same plant, or
     // refuses one that would overwrite a different plant. Resolves only once
-    // the row is committed.
+    // the row is committed; rejects only when it was not written. Answered
+    // within about 2 x DB_TIMEOUT_MS: the wait for a writer, then the write.
     async create (plant: PlantRecord): Promise<CreateOutcome> {
       if (!ready()) throw new StoreUnavailableError('The database is not ready yet')
-      return await withDeadline(writer.create(plant), timeoutMs, 'create')
+      return await writer.create(plant)
     },
     // The database answers within the timeout and migrations are applied.
     async isReady (): Promise<boolean> {
@@ -91,12 +93,12 @@ export function createPlantStore (db: Db, { timeoutMs, ready, log, writer: write
 
 export type PlantStore = ReturnType<typeof createPlantStore>
 
-// Bounds one store operation as a whole. The driver's own timeouts bound each
-// step (pool checkout, connect, each statement), but a create is several
-// steps, so without this the client could wait a multiple of DB_TIMEOUT_MS.
-// The work is not cancelled: a write that commits after the deadline stays
-// stored, and the client, told 503, retries and gets 200 (a replay).
+// Bounds a read as a whole: the readiness check, and the SELECT that
+// answers creates whose id was already stored. The work is not cancelled,
+// so this is only for statements that write nothing: a 503 from here is
+// true. A write is never raced against a timer (see the batching writer).
 async function withDeadline<T> (work: Promise<T>, ms: number, what: string): Promise<T> {
+  if (!Number.isFinite(ms)) return await work
   let timer: NodeJS.Timeout | undefined
   const expired = new Promise<never>((_resolve, reject) => {
     timer = setTimeout(() => reject(new StoreUnavailableError(`${what} took longer than ${ms} ms`)), ms)
@@ -123,6 +125,14 @@ export interface BatchWriterOptions {
   // Batches in flight at once. PGlite runs one query at a time (on its own
   // thread), so more than one only queues inside PGlite.
   concurrency?: number
+  // Characters of names and tags written by one statement at most (a
+  // batch holds at least one row): PGlite took ~17 s to write 240 MB of
+  // names in one statement, and a batch must fit in its deadline.
+  maxBatchBytes?: number
+  // DB_TIMEOUT_MS. A create waiting in the queue this long is refused with
+  // StoreUnavailableError (503): true, nothing was written. A batch has
+  // this long from when it is taken; see writeBatch. Unset: no deadline.
+  timeoutMs?: number
 }
 
 // Measured with `npm run bench` (bench/RESULTS.md). At 32 client
@@ -132,6 +142,7 @@ export interface BatchWriterOptions {
 // two keep one slow statement (say, waiting on a row lock another instance
 // holds) from stalling every create.
 export const DEFAULT_MAX_BATCH = 256
+export const DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024
 export const DEFAULT_MAX_QUEUE = 10_000
 export const DEFAULT_CONCURRENCY = { postgres: 2, pglite: 1 } as const
 
@@ -159,6 +170,8 @@ function samePlant (a: PlantRecord, b: { name: string, tag?: string | null }): b
 
 interface Pending {
   plant: PlantRecord
+  // performance.now() past which it may no longer be sent.
+  expiresAt: number
   resolve: (outcome: CreateOutcome) => void
   reject: (err: unknown) => void
 }
@@ -180,12 +193,56 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
   const maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH
   const maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE
   const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY[db.kind]
+  const maxBatchBytes = options.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES
+  const timeoutMs = options.timeoutMs ?? Infinity
   const queue: Pending[] = []
   let inFlight = 0
   let batches = 0
   const observers: StoreObserver[] = []
   const onAnswer = (kind: CreateOutcome['kind']): void => {
     for (const o of observers) o.answered?.(kind)
+  }
+
+  // The queue is FIFO and every create gets the same timeout, so the head
+  // expires first: one timer, armed for the head's expiry, serves the queue.
+  let expiryTimer: NodeJS.Timeout | undefined
+  let expiryAt = Infinity
+  const dropExpired = (): void => {
+    const now = performance.now()
+    let n = 0
+    while (n < queue.length && (queue[n] as Pending).expiresAt <= now) n++
+    if (n === 0) return
+    const err = new StoreUnavailableError(`create waited ${timeoutMs} ms for the database; nothing was written`)
+    for (const p of queue.splice(0, n)) p.reject(err)
+  }
+  const armExpiry = (): void => {
+    const at = queue[0]?.expiresAt ?? Infinity
+    if (expiryTimer !== undefined && at === expiryAt) return
+    clearTimeout(expiryTimer)
+    expiryTimer = undefined
+    expiryAt = at
+    if (!Number.isFinite(at)) return
+    expiryTimer = setTimeout(() => {
+      expiryTimer = undefined
+      dropExpired()
+      armExpiry()
+    }, Math.max(0, at - performance.now()))
+  }
+
+  // Takes the next batch: live creates, up to maxBatch rows and
+  // maxBatchBytes of names and tags (at least one row).
+  const take = (): Pending[] => {
+    dropExpired()
+    let rows = 0
+    let bytes = 0
+    for (const p of queue) {
+      bytes += p.plant.name.length + (p.plant.tag?.length ?? 0)
+      if (rows === maxBatch || (rows > 0 && bytes > maxBatchBytes)) break
+      rows++
+    }
+    const batch = queue.splice(0, rows)
+    armExpiry()
+    return batch
   }
 
   // No timer: a batch starts in the check phase of the event loop turn in
@@ -202,7 +259,8 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
   const pump = (): void => {
     scheduled = false
     while (inFlight < concurrency && queue.length > 0) {
-      const batch = queue.splice(0, maxBatch)
+      const batch = take()
+      if (batch.length === 0) break
       inFlight++
       // writeBatch answers every request itself and never rejects.
       writeBatch(batch).finally(() => {
@@ -212,12 +270,25 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
     }
   }
 
+  // Once taken, a batch is no longer answered by a timer: each create's
+  // answer is what the database did with its row, so a 503 is always true.
+  // What bounds the write instead: on PostgreSQL the server cancels a
+  // statement past statement_timeout (= DB_TIMEOUT_MS; 57014, nothing
+  // stored: 503). PGlite cannot cancel a statement (WebAssembly has no
+  // timer signal), so there each INSERT runs in a transaction that is
+  // rolled back, and answered 503, when it ends past the batch's deadline;
+  // the byte bound keeps that overrun short. The deadline counts from the
+  // take, not from the creates' expiry: a batch taken just before its
+  // creates expire would otherwise always be rolled back, and a busy queue
+  // would write nothing at all. No INSERT (a retry, a row written alone)
+  // starts past the deadline, and the SELECT answering stored ids, which
+  // writes nothing, is held to it.
   const writeBatch = async (batch: Pending[]): Promise<void> => {
     const event: WriteBatch = { id: ++batches, creates: batch }
     for (const o of observers) o.batchStarted?.(event)
     let failure: unknown
     try {
-      failure = await settle(groupById(batch))
+      failure = await settle(groupById(batch), performance.now() + timeoutMs)
     } catch (err) {
       // A bug in the code above must not leave a request waiting forever;
       // requests already answered ignore this.
@@ -229,7 +300,7 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
 
   // Answers every request of groups; returns the error that failed them, if
   // any, so writing rows one by one can stop when the database is gone.
-  const settle = async (groups: Group[]): Promise<unknown> => {
+  const settle = async (groups: Group[], deadline: number): Promise<unknown> => {
     let pending = groups
     for (let attempt = 1; pending.length > 0; attempt++) {
       if (attempt > MAX_ATTEMPTS) {
@@ -237,11 +308,18 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
         failAll(pending, err)
         return err
       }
+      if (performance.now() >= deadline) {
+        const err = new StoreUnavailableError(`writing the batch took longer than ${timeoutMs} ms; this row was not written`)
+        failAll(pending, err)
+        return err
+      }
       // The groups not answered yet, should a statement fail.
       let unanswered = pending
       try {
-        unanswered = await insert(pending)
-        pending = unanswered.length === 0 ? [] : await answerExisting(unanswered)
+        unanswered = await insert(pending, deadline)
+        pending = unanswered.length === 0
+          ? []
+          : await withDeadline(answerExisting(unanswered), Math.max(0, deadline - performance.now()), 'reading the stored plants')
       } catch (err) {
         if (isUnavailable(err) || unanswered.length === 1) {
           const failure = asStoreError(err)
@@ -251,15 +329,15 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
         // Something in this batch cannot be stored (or the statement failed
         // for a reason of its own): write each row alone, so only the row at
         // fault fails.
-        return await oneByOne(unanswered)
+        return await oneByOne(unanswered, deadline)
       }
     }
     return undefined
   }
 
-  const oneByOne = async (groups: Group[]): Promise<unknown> => {
+  const oneByOne = async (groups: Group[], deadline: number): Promise<unknown> => {
     for (let i = 0; i < groups.length; i++) {
-      const failure = await settle([groups[i] as Group])
+      const failure = await settle([groups[i] as Group], deadline)
       if (failure !== undefined && isUnavailable(failure)) {
         failAll(groups.slice(i + 1), failure)
         return failure
@@ -270,7 +348,7 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
 
   // Writes the groups' rows in one statement, answers the ones it created
   // and returns the groups whose id was already stored.
-  const insert = async (groups: Group[]): Promise<Group[]> => {
+  const insert = async (groups: Group[], deadline: number): Promise<Group[]> => {
     const ids: string[] = []
     const names: string[] = []
     const tags: Array<string | null> = []
@@ -280,7 +358,16 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
       names.push(plant.name)
       tags.push(plant.tag ?? null)
     }
-    const rows = await db.query<{ id: unknown }>(insertBatchSql, [ids, names, tags], insertStatement)
+    const params = [ids, names, tags]
+    const rows = db.kind === 'postgres'
+      ? await db.query<{ id: unknown }>(insertBatchSql, params, insertStatement)
+      : await db.transaction(async (tx) => {
+        const written = await tx.query<{ id: unknown }>(insertBatchSql, params, insertStatement)
+        if (performance.now() > deadline) {
+          throw new StoreUnavailableError(`writing the batch took longer than ${timeoutMs} ms; rolled back`)
+        }
+        return written
+      })
     const created = new Set<string>()
     for (const row of rows) created.add(toId(row.id).toString())
     const existing: Group[] = []
@@ -318,7 +405,8 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
       }
       for (const o of observers) o.queued?.(plant)
       return await new Promise<CreateOutcome>((resolve, reject) => {
-        queue.push({ plant, resolve, reject })
+        queue.push({ plant, expiresAt: performance.now() + timeoutMs, resolve, reject })
+        if (queue.length === 1) armExpiry()
         if (inFlight < concurrency) schedule()
       })
     },

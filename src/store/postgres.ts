@@ -16,7 +16,15 @@ export function openPostgres ({ url, timeoutMs, log, poolSize = 10 }: PostgresOp
     max: poolSize,
     application_name: 'plant-store',
     // Every wait is bounded: checkout/connect, the server-side statement and
-    // the client-side read (a cut network never answers at all).
+    // the client-side read (a cut network never answers at all). A create's
+    // answer is its INSERT's outcome, so the server must end a slow one:
+    // it cancels past statement_timeout (57014) and nothing is stored, a
+    // true 503. The read timeout starts when the statement is sent, so it
+    // fires first only when the cancel takes over a second to come back;
+    // then, as when the connection drops mid-statement, the outcome is
+    // unknown and the create is answered 503 though it may have committed
+    // (a retry answers 200). A longer read timeout would narrow that window
+    // little and hold every create on a cut network longer.
     connectionTimeoutMillis: timeoutMs,
     statement_timeout: timeoutMs,
     query_timeout: timeoutMs + 1000,

@@ -2,12 +2,12 @@ import t from 'tap'
 import { pino } from 'pino'
 import { setImmediate as tick, setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from '../../src/app.js'
-import type { Db, QueryOptions, Row } from '../../src/store/db.js'
+import type { Db, QueryOptions, Row, Sql } from '../../src/store/db.js'
 import { openPglite } from '../../src/store/pglite.js'
 import { openPostgres } from '../../src/store/postgres.js'
 import { migrate } from '../../src/store/migrate.js'
 import { StoreUnavailableError } from '../../src/store/errors.js'
-import { createBatchWriter, insertBatchSql, type BatchWriterOptions, type CreateOutcome, type PlantRecord } from '../../src/store/plant-store.js'
+import { createBatchWriter, createPlantStore, insertBatchSql, type BatchWriterOptions, type CreateOutcome, type PlantRecord } from '../../src/store/plant-store.js'
 import { assertErrorShape, backends, createTestDatabase, postPlant, testConfig, type BackendName } from '../helper.js'
 
 // A Db whose batch INSERTs are recorded and can be held back or made to fail.
@@ -26,6 +26,18 @@ interface ControlledDb extends Db {
 
 function controlled (db: Db): ControlledDb {
   let gate: Promise<void> | undefined
+  const intercept = async <R extends Row> (target: Sql, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]> => {
+    if (text !== insertBatchSql) return await target.query<R>(text, params, options)
+    const ids = (params?.[0] ?? []) as string[]
+    c.inserts.push(ids)
+    c.names.push(options?.name)
+    if (gate !== undefined) await gate
+    const failure = c.failWith?.(ids)
+    if (failure !== undefined) throw failure
+    const rows = await target.query<R>(text, params, options)
+    c.returned++
+    return rows
+  }
   const c: ControlledDb = {
     kind: db.kind,
     inserts: [],
@@ -37,20 +49,15 @@ function controlled (db: Db): ControlledDb {
       gate = new Promise((resolve) => { open = resolve })
       return () => { gate = undefined; open() }
     },
-    async query<R extends Row = Row> (text: string, params?: unknown[], options?: QueryOptions): Promise<R[]> {
-      if (text !== insertBatchSql) return await db.query<R>(text, params, options)
-      const ids = (params?.[0] ?? []) as string[]
-      c.inserts.push(ids)
-      c.names.push(options?.name)
-      if (gate !== undefined) await gate
-      const failure = c.failWith?.(ids)
-      if (failure !== undefined) throw failure
-      const rows = await db.query<R>(text, params, options)
-      c.returned++
-      return rows
-    },
+    query: async <R extends Row = Row> (text: string, params?: unknown[], options?: QueryOptions) =>
+      await intercept<R>(db, text, params, options),
     exec: async (text) => await db.exec(text),
-    transaction: async (fn) => await db.transaction(fn),
+    // Statements inside a transaction are recorded and held the same way.
+    transaction: async (fn) => await db.transaction(async (tx) => await fn({
+      query: async <R extends Row = Row> (text: string, params?: unknown[], options?: QueryOptions) =>
+        await intercept<R>(tx, text, params, options),
+      exec: async (text) => await tx.exec(text)
+    })),
     close: async () => await db.close()
   }
   return c
@@ -100,6 +107,8 @@ for (const backend of backends()) {
       const release = db.hold()
       const firstCreate = writer.create(plant(1n, 'Alone'))
       await turns()
+      // On PGlite the INSERT follows a BEGIN, a round trip to its thread.
+      if (backend === 'pglite') for (let waited = 0; db.inserts.length < 2 && waited < 2000; waited += 5) await sleep(5)
       t.same(db.inserts.at(-1), ['1'], 'the first create is written without waiting for a timer or company')
       const big = 9223372036854775807n
       const negative = -9007199254740993n
@@ -229,6 +238,66 @@ for (const backend of backends()) {
       t.same((await Promise.all(accepted)).map((o) => o.kind), ['created', 'created', 'created', 'created'])
       t.equal((await writer.create(plant(504n, 'Room again'))).kind, 'created', 'accepted again once the queue drained')
       t.same((await storedRows(base, 500n, 504n)).length, 5)
+    })
+
+    t.test('a create still queued at its deadline answers 503 at once and is never written', async (t) => {
+      const db = controlled(base)
+      const store = createPlantStore(db, { timeoutMs: 300, ready: () => true, writer: { concurrency: 1 } })
+      const release = db.hold()
+      const head = store.create(plant(700n, 'In flight')).catch((err: unknown) => err)
+      await turns()
+      const queued = store.create(plant(701n, 'Queued')).catch((err: unknown) => err)
+      let settledWhileHeld = false
+      queued.then(() => { settledWhileHeld = true }, () => {})
+      await sleep(900)
+      const held = settledWhileHeld
+      release()
+      const refused = await queued
+      t.ok(held, 'answered while the write ahead of it was still held')
+      t.type(refused, StoreUnavailableError, 'queued past its deadline: 503')
+      await head
+      await sleep(100)
+      t.notOk(db.inserts.flat().includes('701'), 'its row was never sent')
+      t.same((await storedRows(base, 701n, 701n)).length, 0, 'and is not stored')
+    })
+
+    // PostgreSQL: the server's statement_timeout bounds the write, so the
+    // client-side deadline must not answer 503 for a row that then commits.
+    // PGlite cannot cancel a statement: its batch is rolled back instead.
+    const overrun = backend === 'postgres'
+      ? 'a batch already sent is answered by its real outcome, even past the deadline'
+      : 'a batch whose write overruns the deadline is rolled back and answered 503'
+    t.test(overrun, async (t) => {
+      const db = controlled(base)
+      const store = createPlantStore(db, { timeoutMs: 200, ready: () => true, writer: { concurrency: 1 } })
+      const release = db.hold()
+      const sent = store.create(plant(710n, 'Slow write')).catch((err: unknown) => err)
+      await sleep(600)
+      release()
+      const outcome = await sent
+      await sleep(100)
+      const stored = (await storedRows(base, 710n, 710n)).length
+      if (backend === 'postgres') {
+        t.same(outcome, { kind: 'created', plant: plant(710n, 'Slow write') }, '200 created, not 503')
+        t.equal(stored, 1, 'stored')
+      } else {
+        t.type(outcome, StoreUnavailableError, '503')
+        t.equal(stored, 0, 'nothing stored')
+        t.equal((await store.create(plant(710n, 'Slow write'))).kind, 'created', 'the retry creates it')
+      }
+    })
+
+    t.test('a batch is bounded by the bytes of its names and tags as well as by rows', async (t) => {
+      const db = controlled(base)
+      const writer = createBatchWriter(db, { concurrency: 1, maxBatchBytes: 100 })
+      const release = db.hold()
+      const head = writer.create(plant(730n, 'Head'))
+      await turns()
+      const rest = [731n, 732n, 733n, 734n, 735n].map(async (id) => await writer.create(plant(id, 'n'.repeat(30), 't'.repeat(10))))
+      release()
+      await Promise.all([head, ...rest])
+      t.same(db.inserts.slice(-3), [['731', '732'], ['733', '734'], ['735']], '80 bytes a batch: two rows each')
+      t.equal((await storedRows(base, 730n, 735n)).length, 6)
     })
 
     t.test('concurrent batches holding the same ids in opposite order store each id once', async (t) => {
