@@ -66,7 +66,7 @@ export const createPlantErrors = {
   },
   503: {
     when: 'The database is unreachable or too slow, too many creates are waiting, or the service is shutting down.',
-    retry: 'Safe to retry after the Retry-After delay: a create that was stored anyway answers 200 (a replay).',
+    retry: 'Safe to retry after the Retry-After delay: a 503 stored nothing; in the one case where the outcome of a write is unknown (the database connection dropped mid-statement), the retry answers 200 if the plant was stored.',
     headers: ['Retry-After'],
     message: 'The database is unavailable; retry later'
   }

@@ -245,7 +245,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The database is unreachable or too slow, too many creates are waiting, or the service is shutting down. Safe to retry after the Retry-After delay: a create that was stored anyway answers 200 (a replay). */
+            /** @description The database is unreachable or too slow, too many creates are waiting, or the service is shutting down. Safe to retry after the Retry-After delay: a 503 stored nothing; in the one case where the outcome of a write is unknown (the database connection dropped mid-statement), the retry answers 200 if the plant was stored. */
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
