@@ -94,7 +94,17 @@ export function parseRawResponse (raw: string): { status: number, headers: Recor
 }
 
 // The status codes of every final answer in a raw exchange, in order
-// (interim 1xx answers left out).
+// (interim 1xx answers left out), each answer's body skipped by its
+// Content-Length.
 export function answeredStatuses (raw: string): number[] {
-  return [...raw.matchAll(/(?:^|\r\n)HTTP\/1\.[01] (\d{3}) /g)].map((m) => Number(m[1])).filter((s) => s >= 200)
+  const statuses: number[] = []
+  let rest = raw
+  for (;;) {
+    const res = parseRawResponse(rest)
+    if (res === undefined || Number.isNaN(res.status)) return statuses
+    const headEnd = rest.indexOf('\r\n\r\n') + 4
+    const length = res.status < 200 ? 0 : Number(res.headers['content-length'] ?? 0)
+    if (res.status >= 200) statuses.push(res.status)
+    rest = rest.slice(headEnd + length)
+  }
 }
