@@ -26,10 +26,22 @@ export function tokenMatcher (tokens: string[]): (candidate: string) => boolean 
   }
 }
 
+// The token is exactly the bytes after the scheme and its run of SP and
+// HTAB (RFC 7235). @fastify/bearer-auth trims the token with JavaScript's
+// trim(), which also drops U+00A0 and other Unicode spaces, so a valid
+// token with one of them added would pass; the comparison uses this
+// instead. (Node has already removed SP and HTAB around the header value.)
+const bearerScheme = /^bearer[ \t]+/i
+
+export function bearerToken (authorization: string | undefined): string | undefined {
+  const scheme = bearerScheme.exec(authorization ?? '')
+  return scheme === null ? undefined : (authorization as string).slice(scheme[0].length)
+}
+
 // RFC 6750: a request that sent a bearer token which is wrong gets
 // error="invalid_token"; one that sent none gets the bare challenge.
 function sentBearerToken (request: FastifyRequest): boolean {
-  return /^bearer\s+\S/i.test(request.headers.authorization ?? '')
+  return (bearerToken(request.headers.authorization) ?? '').length > 0
 }
 
 function unauthorized (request: FastifyRequest): HttpError {
@@ -42,9 +54,11 @@ function unauthorized (request: FastifyRequest): HttpError {
 // plugin; docs and health live outside it.
 async function authPlugin (fastify: FastifyInstance, opts: AuthOptions): Promise<void> {
   if (opts.tokens.length === 0) throw new Error('auth: at least one token is required')
+  const matches = tokenMatcher(opts.tokens)
   await fastify.register(bearerAuth, {
     keys: [],
-    auth: tokenMatcher(opts.tokens),
+    // The plugin's trimmed key is ignored: see bearerToken.
+    auth: (_key: string, request: FastifyRequest) => matches(bearerToken(request.headers.authorization) ?? ''),
     // The scheme name is case-insensitive (RFC 7235).
     specCompliance: 'rfc6749',
     // We add the hook ourselves to attach WWW-Authenticate, and route the
