@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http'
-import type { Socket } from 'node:net'
+import { Socket } from 'node:net'
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 
 // One connection's answers, in order and final. Two rules live here:
@@ -34,6 +34,8 @@ interface HttpSocket extends Socket {
 // reading, and stays marked as reading so neither Node's net module nor its
 // http server starts it again.
 export function stopReading (socket: Socket): void {
+  // app.inject's requests have a stand-in, not a socket.
+  if (!(socket instanceof Socket)) return
   const s = socket as HttpSocket
   if (s[kStopped] === true) return
   s[kStopped] = true
