@@ -1,7 +1,5 @@
 import t from 'tap'
-import type { AddressInfo } from 'node:net'
-import { buildApp } from '../../src/app.js'
-import { createTestDatabase, testConfig, TOKEN } from '../helper.js'
+import { listeningTestApp, TOKEN } from '../helper.js'
 import { parseRawResponse, rawExchange } from '../support/http.js'
 
 // The token is exactly the bytes after "Bearer" and its run of SP/HTAB.
@@ -9,11 +7,7 @@ import { parseRawResponse, rawExchange } from '../support/http.js'
 // C2 A0) belongs to the token, so a valid token with it is not valid. Sent
 // as raw bytes: Node's HTTP client refuses some of them.
 t.test('the bearer token is compared byte for byte', async (t) => {
-  const testDb = await createTestDatabase('pglite')
-  const app = await buildApp({ config: testConfig(testDb.database) })
-  await app.listen({ port: 0, host: '127.0.0.1' })
-  t.teardown(() => app.close())
-  const { port } = app.server.address() as AddressInfo
+  const { port } = await listeningTestApp(t, 'pglite')
 
   let id = 4000
   const statusFor = async (authorization: Buffer): Promise<number | undefined> => {

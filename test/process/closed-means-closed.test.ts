@@ -1,7 +1,5 @@
 import t, { type Test } from 'tap'
-import type { AddressInfo } from 'node:net'
-import { buildApp } from '../../src/app.js'
-import { createTestDatabase, testConfig, TOKEN } from '../helper.js'
+import { listeningTestApp, TOKEN } from '../helper.js'
 import { answeredStatuses, parseRawResponse, rawExchange, type Chunk } from '../support/http.js'
 import { sleep } from '../support/postgres.js'
 
@@ -19,11 +17,7 @@ const create = (id: number, name: string): string => {
 }
 
 t.test('after a 408 nothing more is read from the connection', async (t) => {
-  const testDb = await createTestDatabase('pglite')
-  const app = await buildApp({ config: testConfig(testDb.database), timeouts: TIMEOUTS })
-  await app.listen({ port: 0, host: '127.0.0.1' })
-  t.teardown(() => app.close())
-  const { port } = app.server.address() as AddressInfo
+  const { app, port } = await listeningTestApp(t, 'pglite', { timeouts: TIMEOUTS })
   const storedIds = async (): Promise<string[]> =>
     (await app.db.query<{ id: string }>('SELECT id::text AS id FROM plants ORDER BY id')).map((r) => r.id)
 

@@ -1,8 +1,6 @@
 import t from 'tap'
-import type { AddressInfo } from 'node:net'
-import { buildApp } from '../../src/app.js'
 import { loggerOptions } from '../../src/logger.js'
-import { backends, createTestDatabase, jsonHeaders, testConfig } from '../helper.js'
+import { backends, jsonHeaders, listeningTestApp } from '../helper.js'
 import { request } from '../support/http.js'
 
 // A database error can carry the row it refused ("Failing row contains
@@ -13,18 +11,10 @@ const TAG = 'hidden-tag-91c2'
 
 for (const backend of backends()) {
   t.test(`database errors in the log on ${backend}`, async (t) => {
-    const testDb = await createTestDatabase(backend)
     const lines: string[] = []
-    const app = await buildApp({
-      config: testConfig(testDb.database),
+    const { app, port } = await listeningTestApp(t, backend, {
       logger: { ...(loggerOptions({ logLevel: 'trace', production: true }) as object), stream: { write: (line: string) => { lines.push(line) } } }
     })
-    await app.listen({ port: 0, host: '127.0.0.1' })
-    t.teardown(async () => {
-      await app.close()
-      await testDb.drop()
-    })
-    const { port } = app.server.address() as AddressInfo
     const post = async (id: number, name: string) => await request(`http://127.0.0.1:${port}/plants`, {
       method: 'POST', headers: jsonHeaders(), body: JSON.stringify({ id, name, tag: TAG })
     })

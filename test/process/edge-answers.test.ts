@@ -1,7 +1,5 @@
 import t from 'tap'
-import type { AddressInfo } from 'node:net'
-import { buildApp } from '../../src/app.js'
-import { createTestDatabase, testConfig, TOKEN } from '../helper.js'
+import { listeningTestApp, TOKEN } from '../helper.js'
 import { parseRawResponse, rawExchange, request } from '../support/http.js'
 
 // Expect: 100-continue is granted only once authentication and the media
@@ -10,11 +8,7 @@ import { parseRawResponse, rawExchange, request } from '../support/http.js'
 const TIMEOUTS = { headersTimeoutMs: 1000, requestTimeoutMs: 2000, checkIntervalMs: 200 }
 
 t.test('answers at the edge', async (t) => {
-  const testDb = await createTestDatabase('pglite')
-  const app = await buildApp({ config: testConfig(testDb.database), timeouts: TIMEOUTS })
-  await app.listen({ port: 0, host: '127.0.0.1' })
-  t.teardown(() => app.close())
-  const { port } = app.server.address() as AddressInfo
+  const { port } = await listeningTestApp(t, 'pglite', { timeouts: TIMEOUTS })
   const base = `http://127.0.0.1:${port}`
 
   const expectHead = (lines: string[]): string => `${['POST /plants HTTP/1.1', 'Host: localhost', 'Expect: 100-continue', ...lines].join('\r\n')}\r\n\r\n`

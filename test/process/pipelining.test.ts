@@ -1,7 +1,5 @@
 import t from 'tap'
-import type { AddressInfo } from 'node:net'
-import { buildApp } from '../../src/app.js'
-import { backends, createTestDatabase, testConfig, TOKEN } from '../helper.js'
+import { backends, listeningTestApp, TOKEN } from '../helper.js'
 import { answeredStatuses, rawExchange } from '../support/http.js'
 import { sleep } from '../support/postgres.js'
 
@@ -18,14 +16,7 @@ const create = (id: number, opts: { token?: string, extra?: string } = {}): stri
 
 for (const backend of backends()) {
   t.test(`pipelined requests on ${backend}`, async (t) => {
-    const testDb = await createTestDatabase(backend)
-    const app = await buildApp({ config: testConfig(testDb.database) })
-    await app.listen({ port: 0, host: '127.0.0.1' })
-    t.teardown(async () => {
-      await app.close()
-      await testDb.drop()
-    })
-    const { port } = app.server.address() as AddressInfo
+    const { app, port } = await listeningTestApp(t, backend)
     const storedIds = async (): Promise<number[]> =>
       (await app.db.query<{ id: string }>('SELECT id::text AS id FROM plants ORDER BY id')).map((r) => Number(r.id))
 

@@ -1,7 +1,5 @@
 import t from 'tap'
-import type { AddressInfo } from 'node:net'
-import { buildApp } from '../../src/app.js'
-import { assertErrorShape, createTestDatabase, testConfig, TOKEN } from '../helper.js'
+import { assertErrorShape, listeningTestApp, TOKEN } from '../helper.js'
 import { parseRawResponse, rawExchange, type Chunk } from '../support/http.js'
 
 // Routing comes first: an unknown path answers 404 and a method other than
@@ -13,11 +11,7 @@ const TIMEOUTS = { requestTimeoutMs: 20_000 }
 const IMMEDIATE_MS = 5000
 
 t.test('routing before authentication and the body', async (t) => {
-  const testDb = await createTestDatabase('pglite')
-  const app = await buildApp({ config: testConfig(testDb.database), timeouts: TIMEOUTS })
-  await app.listen({ port: 0, host: '127.0.0.1' })
-  t.teardown(() => app.close())
-  const { port } = app.server.address() as AddressInfo
+  const { port } = await listeningTestApp(t, 'pglite', { timeouts: TIMEOUTS })
 
   const send = async (method: string, path: string, opts: { token?: boolean, unfinished?: boolean } = {}) => {
     const head = [`${method} ${path} HTTP/1.1`, 'Host: localhost', 'Content-Type: application/json',
