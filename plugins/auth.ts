@@ -30,12 +30,13 @@ export function tokenMatcher (tokens: string[]): (candidate: string) => boolean 
 // HTAB (RFC 7235). @fastify/bearer-auth trims the token with JavaScript's
 // trim(), which also drops U+00A0 and other Unicode spaces, so a valid
 // token with one of them added would pass; the comparison uses this
-// instead. (Node has already removed SP and HTAB around the header value.)
-const bearerScheme = /^bearer[ \t]+/i
+// instead. SP and HTAB around the header value are not part of it (RFC
+// 9110 5.5; Node's parser already drops them, app.inject does not).
+const bearerScheme = /^[ \t]*bearer[ \t]+/i
 
 export function bearerToken (authorization: string | undefined): string | undefined {
   const scheme = bearerScheme.exec(authorization ?? '')
-  return scheme === null ? undefined : (authorization as string).slice(scheme[0].length)
+  return scheme === null ? undefined : (authorization as string).slice(scheme[0].length).replace(/[ \t]+$/, '')
 }
 
 // RFC 6750: a request that sent a bearer token which is wrong gets

@@ -3,16 +3,17 @@ import { notFoundHandler } from './errors.js'
 
 // Routing comes first: a request no route takes is answered in onRequest,
 // before authentication and before a byte of its body is read (Fastify's
-// own 404 route would read and parse the body first). A path that has
-// routes for other methods answers 405 with Allow, any other 404. The
-// answer leaves the body unread, so it closes the connection
+// own 404 route would read and parse the body first). A path of the API (a
+// route that is an operation of the OpenAPI document, such as POST
+// /plants) answers 405 with Allow to another method; any other request no
+// route takes, 404 (the docs and probes are not an API to call otherwise).
+// The answer leaves the body unread, so it closes the connection
 // (closeIfBodyUnread).
 export function routeFirst (fastify: FastifyInstance): (request: FastifyRequest, reply: FastifyReply) => FastifyReply | undefined {
-  // Static paths only: a parametric or wildcard route (the docs' assets)
-  // answers 404 to a wrong method.
   const methodsByPath = new Map<string, Set<string>>()
   fastify.addHook('onRoute', (route) => {
-    if (/[:*]/.test(route.url)) return
+    const operationId = (route.schema as { operationId?: unknown } | undefined)?.operationId
+    if (operationId === undefined || /[:*]/.test(route.url)) return
     const methods = methodsByPath.get(route.url) ?? new Set<string>()
     for (const method of Array.isArray(route.method) ? route.method : [route.method]) methods.add(method)
     methodsByPath.set(route.url, methods)
