@@ -26,10 +26,24 @@ export function tokenMatcher (tokens: string[]): (candidate: string) => boolean 
   }
 }
 
+// The token is exactly the bytes after the scheme and its run of SP and
+// HTAB (RFC 7235). @fastify/bearer-auth trims the token with JavaScript's
+// trim(), which also drops U+00A0 and other Unicode spaces, so a valid
+// token with one of them added would pass; the comparison uses this
+// instead. SP and HTAB around the header value are not part of it (RFC
+// 9110 5.5; Node's parser already drops them, app.inject does not).
+const bearerScheme = /^[ \t]*bearer[ \t]+/i
+const schemeThenTab = /^bearer\t/i
+
+export function bearerToken (authorization: string | undefined): string | undefined {
+  const scheme = bearerScheme.exec(authorization ?? '')
+  return scheme === null ? undefined : (authorization as string).slice(scheme[0].length).replace(/[ \t]+$/, '')
+}
+
 // RFC 6750: a request that sent a bearer token which is wrong gets
 // error="invalid_token"; one that sent none gets the bare challenge.
 function sentBearerToken (request: FastifyRequest): boolean {
-  return /^bearer\s+\S/i.test(request.headers.authorization ?? '')
+  return (bearerToken(request.headers.authorization) ?? '').length > 0
 }
 
 function unauthorized (request: FastifyRequest): HttpError {
@@ -42,9 +56,11 @@ function unauthorized (request: FastifyRequest): HttpError {
 // plugin; docs and health live outside it.
 async function authPlugin (fastify: FastifyInstance, opts: AuthOptions): Promise<void> {
   if (opts.tokens.length === 0) throw new Error('auth: at least one token is required')
+  const matches = tokenMatcher(opts.tokens)
   await fastify.register(bearerAuth, {
     keys: [],
-    auth: tokenMatcher(opts.tokens),
+    // The plugin's trimmed key is ignored: see bearerToken.
+    auth: (_key: string, request: FastifyRequest) => matches(bearerToken(request.headers.authorization) ?? ''),
     // The scheme name is case-insensitive (RFC 7235).
     specCompliance: 'rfc6749',
     // We add the hook ourselves to attach WWW-Authenticate, and route the
@@ -56,6 +72,11 @@ async function authPlugin (fastify: FastifyInstance, opts: AuthOptions): Promise
   const verify = fastify.verifyBearerAuth
   if (verify === undefined) throw new Error('auth: @fastify/bearer-auth did not decorate verifyBearerAuth')
   fastify.addHook('onRequest', (request, reply, done) => {
+    // @fastify/bearer-auth finds the scheme only when a space follows it;
+    // RFC 7235 allows HTAB there too. bearerToken reads the same token bytes
+    // from the rewritten header.
+    const header = request.headers.authorization
+    if (header !== undefined && schemeThenTab.test(header)) request.headers.authorization = `Bearer ${header.slice(6)}`
     verify(request, reply, (err?: Error) => {
       if (err === undefined) return done()
       // Anything but a plain "no" from the token check (a bug) stays a 500.

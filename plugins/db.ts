@@ -6,7 +6,7 @@ import type { Db } from '../src/store/db.js'
 import { openPostgres } from '../src/store/postgres.js'
 import { openPglite } from '../src/store/pglite.js'
 import { migrate } from '../src/store/migrate.js'
-import { isUnavailable } from '../src/store/errors.js'
+import { DATABASE_MISSING, isUnavailable, sqlState } from '../src/store/errors.js'
 import { createPlantStore, type PlantStoreOptions } from '../src/store/plant-store.js'
 
 export interface DbPluginOptions {
@@ -51,7 +51,11 @@ async function dbPlugin (fastify: FastifyInstance, opts: DbPluginOptions): Promi
         return
       } catch (err) {
         if (closing || !isUnavailable(err) || opts.background === undefined) throw err
-        log.warn({ err, retryInMs: delay }, 'database unavailable; retrying migrations')
+        if (sqlState(err) === DATABASE_MISSING) {
+          log.warn({ code: DATABASE_MISSING, retryInMs: delay }, 'the database named in DATABASE_URL does not exist yet; retrying until it is created')
+        } else {
+          log.warn({ err, retryInMs: delay }, 'database unavailable; retrying migrations')
+        }
         await sleep(delay)
         delay = Math.min(delay * 2, BACKOFF_MAX_MS)
       }

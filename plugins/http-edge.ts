@@ -1,23 +1,34 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { answerUnmetExpectation, closeIfBodyUnread, requireHostHeader } from '../src/http/edge.js'
+import { answerUnmetExpectation, closeIfBodyUnread, continueWhenBodyWanted, requireHostHeader } from '../src/http/edge.js'
 import { errorHandler, notFoundHandler } from '../src/http/errors.js'
+import { everyAnswerHeaders } from '../src/http/headers.js'
+import { inTurn } from '../src/http/connection.js'
+import { routeFirst } from '../src/http/routing.js'
 import { refuseWhileClosing } from '../src/http/shutdown.js'
 
-// The connection edge, before any route: every answer carries the request
-// id, HTTP/1.1 needs a Host, an unmet Expect is answered in the Error shape,
-// an answer given before the body was read closes the connection, requests
-// arriving during shutdown are refused, and every error, 404 included, takes
-// the Error shape. (Malformed HTTP and pre-routing errors are server
-// options: src/app.ts.)
+// The connection edge, before any route: pipelined requests are processed
+// in turn, every answer carries the request id and nosniff, HTTP/1.1 needs a
+// Host, a request no route takes is answered before its body is read, an
+// unmet Expect is answered in the Error shape and 100 Continue waits until
+// the body is wanted, an answer given before the body was read closes the
+// connection, requests arriving during shutdown are refused, and every
+// error, 404 included, takes the Error shape. (Malformed HTTP and
+// pre-routing errors are server options: src/app.ts.)
 async function httpEdge (fastify: FastifyInstance): Promise<void> {
   fastify.setErrorHandler(errorHandler)
   fastify.setNotFoundHandler(notFoundHandler)
+  const unrouted = routeFirst(fastify)
+  fastify.addHook('onRequest', inTurn)
   fastify.addHook('onRequest', async (request, reply) => {
-    reply.header('x-request-id', request.id)
+    reply.headers(everyAnswerHeaders(request.id))
     requireHostHeader(request)
+    return unrouted(request, reply)
   })
   fastify.server.on('checkExpectation', (req, res) => answerUnmetExpectation(fastify.log, req, res))
+  // With a listener Node leaves 100 Continue to us: see continueWhenBodyWanted.
+  fastify.server.on('checkContinue', (req, res) => fastify.server.emit('request', req, res))
+  fastify.addHook('preParsing', continueWhenBodyWanted)
   fastify.addHook('onSend', closeIfBodyUnread)
   refuseWhileClosing(fastify)
 }

@@ -3,6 +3,7 @@ import rateLimit from '@fastify/rate-limit'
 import { hash } from 'node:crypto'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { HttpError } from '../src/http/errors.js'
+import { bearerToken } from './auth.js'
 
 export interface RateLimitOptions {
   // RATE_LIMIT_PER_MINUTE: creates one token may make per minute.
@@ -11,14 +12,11 @@ export interface RateLimitOptions {
 
 const WINDOW_MS = 60_000
 
-// The bearer token of a request that passed plugins/auth.ts, as a SHA-256
-// digest: the limiter's memory never holds a token. Every whitespace around
-// the token is dropped, a superset of what auth tolerates there, so no
-// spelling of an accepted token (extra spaces, the scheme's case) gets a
-// window of its own; configured tokens never begin or end with whitespace.
+// The bearer token of a request that passed plugins/auth.ts (the same bytes
+// auth compared), as a SHA-256 digest: the limiter's memory never holds a
+// token.
 export function tokenKey (request: FastifyRequest): string {
-  const token = (request.headers.authorization ?? '').replace(/^bearer/i, '').trim()
-  return hash('sha256', token, 'base64url')
+  return hash('sha256', bearerToken(request.headers.authorization) ?? '', 'base64url')
 }
 
 // Per-token limits on creates, through @fastify/rate-limit: registered in the

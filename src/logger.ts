@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module'
 import type { FastifyServerOptions } from 'fastify'
 import type { Config } from './config.js'
+import { serializeError } from './error-log.js'
 
 // pino JSON lines, each with the request id (Fastify's reqId). The token
 // never reaches a log line: Fastify does not log headers, and should a
@@ -8,6 +9,8 @@ import type { Config } from './config.js'
 export function loggerOptions (config: Pick<Config, 'logLevel' | 'production'>): FastifyServerOptions['logger'] {
   const options: Exclude<FastifyServerOptions['logger'], boolean | undefined> = {
     level: config.logLevel,
+    // Database errors without the plant data they can carry: src/error-log.ts.
+    serializers: { err: serializeError },
     redact: {
       // Database errors from PGlite carry the statement's parameters: the
       // client's plant data stays out of the log like the request body.

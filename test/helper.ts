@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import type { Test } from 'tap'
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
-import { buildApp } from '../src/app.js'
+import type { AddressInfo } from 'node:net'
+import { buildApp, type AppOptions } from '../src/app.js'
 import type { Config } from '../src/config.js'
 import { STORED_PLANTS_SQL, withClient, type StoredPlant } from './support/database.js'
 
@@ -88,6 +89,23 @@ export async function buildTestApp (
     testDb,
     rows: () => app.db.query<StoredPlant & Record<string, unknown>>(STORED_PLANTS_SQL)
   }
+}
+
+// The app listening on a loopback port of its own, on a fresh database, for
+// raw-socket and real-HTTP tests; closed and dropped when the test ends.
+export async function listeningTestApp (
+  t: Teardown,
+  backend: BackendName,
+  opts: { timeouts?: AppOptions['timeouts'], logger?: FastifyServerOptions['logger'] } = {}
+): Promise<{ app: FastifyInstance, port: number }> {
+  const testDb = await createTestDatabase(backend)
+  const app = await buildApp({ config: testConfig(testDb.database), ...opts })
+  t.teardown(async () => {
+    await app.close()
+    await testDb.drop()
+  })
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  return { app, port: (app.server.address() as AddressInfo).port }
 }
 
 export const auth = (token = TOKEN): Record<string, string> => ({ authorization: `Bearer ${token}` })

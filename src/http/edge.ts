@@ -1,8 +1,9 @@
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
 import { randomUUID } from 'node:crypto'
-import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest, RequestPayload } from 'fastify'
 import { HttpError, rawError } from './errors.js'
+import { afterEarlierAnswers, answerAndClose, stopReading, stoppedReading } from './connection.js'
 
 // The connection edge: what is checked and answered before a request reaches
 // a route (request ids, malformed HTTP, Host, Expect, answers given before
@@ -21,30 +22,56 @@ export function genReqId (req: IncomingMessage): string {
 // (bad request line, oversized headers, timeouts) in the Error shape, when
 // the connection still allows an answer. Fastify calls it with the instance
 // as `this`. No request was parsed, so the request id is a fresh one.
+// Reading stops at once: whatever the client sends after this is never
+// processed. Answers already under way for earlier pipelined requests go
+// out first (a create that was stored keeps its answer); if one of them
+// closes the connection, this answer is never sent.
 export function clientErrorHandler (this: FastifyInstance, err: Error & { code?: string }, socket: Socket): void {
-  // As Node's own handler does: once an answer has started on this socket,
-  // another one would corrupt the stream.
-  const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage
-  if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent === true) {
+  if (err.code === 'ECONNRESET' || !socket.writable || stoppedReading(socket)) {
     socket.destroy()
     return
   }
+  stopReading(socket)
   const status = err.code === 'HPE_HEADER_OVERFLOW'
     ? 431
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
   const reqId = randomUUID()
   this.log.info({ reqId, status, code: err.code }, 'malformed HTTP answered')
-  const { body, headers } = rawError(status, reqId)
-  const head = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('')
-  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n${head}\r\n${body}`)
+  afterEarlierAnswers(socket, (incomplete) => {
+    // An answer to the incomplete request has started: another one would
+    // corrupt the stream.
+    if (incomplete?.headersSent === true) {
+      socket.destroy()
+      return
+    }
+    const { body, headers } = rawError(status, reqId)
+    const head = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('')
+    answerAndClose(socket, `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n${head}\r\n${body}`)
+  })
 }
 
 // An answer given before the request body has fully arrived (401, 415, 413
-// are decided before reading it) ends the connection. Otherwise Node keeps
-// reading the rest of the body on a keep-alive socket, and a client that
-// stalls there hits requestTimeout and receives a second, unsolicited 408.
+// are decided before reading it, 404 and 405 before routing to it) ends the
+// connection. Otherwise Node keeps reading the rest of the body on a
+// keep-alive socket, and a client that stalls there hits requestTimeout and
+// receives a second, unsolicited 408. Any answer that ends the connection
+// stops reading it at once: nothing sent after it is processed.
 export function closeIfBodyUnread (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void): void {
   if (request.raw.complete === false) reply.header('connection', 'close')
+  if (reply.getHeader('connection') === 'close' || !reply.raw.shouldKeepAlive) stopReading(request.raw.socket)
+  done(null, payload)
+}
+
+// Node answers Expect: 100-continue itself, before any check, unless the
+// server listens for 'checkContinue' (plugins/http-edge.ts does). The
+// client is told to send its body only when the body is about to be read:
+// authentication, routing and the media type have passed.
+export function continueWhenBodyWanted (_request: FastifyRequest, reply: FastifyReply, payload: RequestPayload, done: (err: null, payload: RequestPayload) => void): void {
+  const res = reply.raw as ServerResponse & { _expect_continue?: boolean }
+  if (res._expect_continue === true && !res.headersSent) {
+    res._expect_continue = false
+    res.writeContinue()
+  }
   done(null, payload)
 }
 
@@ -54,6 +81,7 @@ export function answerUnmetExpectation (log: FastifyBaseLogger, req: IncomingMes
   const reqId = genReqId(req)
   log.info({ reqId, status: 417, expect: String(req.headers.expect).slice(0, 100) }, 'request rejected')
   const { body, headers } = rawError(417, reqId, 'Only "Expect: 100-continue" is supported')
+  stopReading(req.socket)
   res.writeHead(417, headers)
   res.end(body)
 }

@@ -1,6 +1,7 @@
 import { STATUS_CODES } from 'node:http'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import type { ErrorBody } from '../schemas.js'
+import { everyAnswerHeaders } from './headers.js'
 
 // Every error answer, whoever gives it (the error handler, the 404 handler,
 // the shutdown refusal, the answers to malformed HTTP), is built here: the
@@ -51,7 +52,7 @@ export function rawError (status: number, reqId: string, message?: string): { bo
     body,
     headers: {
       'content-type': JSON_CONTENT_TYPE,
-      'x-request-id': reqId,
+      ...everyAnswerHeaders(reqId),
       'content-length': Buffer.byteLength(body),
       connection: 'close'
     }
@@ -82,13 +83,21 @@ export function errorHandler (err: FastifyError, request: FastifyRequest, reply:
 }
 
 // Errors Fastify raises before routing (a URL that does not decode): no
-// hook has run, so the request id header is set here.
+// hook has run, so the headers every answer carries are set here.
 export function frameworkErrorHandler (err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
-  reply.header('x-request-id', request.id)
+  reply.headers(everyAnswerHeaders(request.id))
   errorHandler(err, request, reply)
 }
 
-export function notFoundHandler (request: FastifyRequest, reply: FastifyReply): void {
+// No route for this method and path: 405 with Allow when the path has
+// routes for other methods (`allowed`, from src/http/routing.ts), else 404.
+export function notFoundHandler (request: FastifyRequest, reply: FastifyReply, allowed?: readonly string[]): void {
+  if (allowed !== undefined && allowed.length > 0) {
+    const path = request.url.split('?')[0] ?? ''
+    reply.header('allow', allowed.join(', '))
+    sendError(reply, 405, `Method ${request.method.slice(0, 20)} is not allowed on ${path.slice(0, 100)}; use ${allowed.join(' or ')}`)
+    return
+  }
   const route = `${request.method} ${request.url}`.slice(0, 200)
   sendError(reply, 404, `Route ${route} not found`)
 }

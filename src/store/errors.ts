@@ -15,7 +15,11 @@ const networkCodes = new Set([
 
 // SQLSTATE codes of a server that is going away, overloaded or cancelled the
 // statement (statement_timeout); class 08 is "connection exception".
-const unavailableStates = new Set(['57P01', '57P02', '57P03', '53300', '57014', '53000', '53100', '53200'])
+// 3D000: the database named in DATABASE_URL does not exist yet (a deploy
+// step creates it after the service starts): waited for like a server
+// that is not up yet.
+export const DATABASE_MISSING = '3D000'
+const unavailableStates = new Set(['57P01', '57P02', '57P03', '53300', '57014', '53000', '53100', '53200', DATABASE_MISSING])
 
 const unavailableMessages = [
   'Connection terminated',
@@ -42,4 +46,13 @@ export function asStoreError (err: unknown): unknown {
   return isUnavailable(err) && !(err instanceof StoreUnavailableError)
     ? new StoreUnavailableError('The database is unavailable', { cause: err })
     : err
+}
+
+// The SQLSTATE of a database error, or of the one a StoreUnavailableError wraps.
+export function sqlState (err: unknown): string | undefined {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code
+    if (typeof code === 'string') return code
+  }
+  return undefined
 }

@@ -43,9 +43,11 @@ export interface Chunk { delayMs?: number, data: string | Buffer }
 // Sends raw bytes, each chunk after the delay before it, and collects what
 // comes back until the server closes the connection (or limitMs passes).
 // Sending stops once the server closes, and unless keepSending, once it
-// answers, as a real client's would.
-export async function rawExchange (port: number, chunks: Chunk[], limitMs: number, keepSending = false): Promise<RawExchange> {
-  const socket = net.connect({ host: '127.0.0.1', port })
+// answers, as a real client's would. A halfOpen client goes on sending after
+// the server's FIN, as a careless or hostile one does: only a server that
+// stopped reading and closed its socket makes its writes fail.
+export async function rawExchange (port: number, chunks: Chunk[], limitMs: number, keepSending = false, halfOpen = false): Promise<RawExchange> {
+  const socket = net.connect({ host: '127.0.0.1', port, allowHalfOpen: halfOpen })
   await new Promise<void>((resolve, reject) => {
     socket.once('connect', resolve)
     socket.once('error', reject)
@@ -89,4 +91,20 @@ export function parseRawResponse (raw: string): { status: number, headers: Recor
     headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim()
   }
   return { status, headers, body: raw.slice(end + 4) }
+}
+
+// The status codes of every final answer in a raw exchange, in order
+// (interim 1xx answers left out), each answer's body skipped by its
+// Content-Length.
+export function answeredStatuses (raw: string): number[] {
+  const statuses: number[] = []
+  let rest = raw
+  for (;;) {
+    const res = parseRawResponse(rest)
+    if (res === undefined || Number.isNaN(res.status)) return statuses
+    const headEnd = rest.indexOf('\r\n\r\n') + 4
+    const length = res.status < 200 ? 0 : Number(res.headers['content-length'] ?? 0)
+    if (res.status >= 200) statuses.push(res.status)
+    rest = rest.slice(headEnd + length)
+  }
 }
