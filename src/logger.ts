@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module'
 import type { FastifyServerOptions } from 'fastify'
+import pino from 'pino'
 import type { Config } from './config.js'
 import { serializeError } from './error-log.js'
 
@@ -22,6 +23,12 @@ export function loggerOptions (config: Pick<Config, 'logLevel' | 'production'>):
   // dependency is installed; containers and log shippers get JSON.
   if (!config.production && process.stdout.isTTY && hasPinoPretty()) {
     options.transport = { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } }
+  } else {
+    // Written before the call returns. pino's default stdout stream writes in
+    // the background, and a line still being written when the process exits
+    // (the "stopped" line, a fatal start-up line) is lost: its exit-time
+    // flush skips a write in flight, and flush(cb) does not wait for it.
+    options.stream = pino.destination({ dest: 1, sync: true })
   }
   return options
 }
