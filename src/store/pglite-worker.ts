@@ -151,6 +151,9 @@ export async function pgliteOverThread (worker: Worker): Promise<Db> {
       closing ??= (async () => {
         if (gone === undefined) await call({ op: 'close' }).catch(() => {})
         stop(new StoreUnavailableError('The embedded database is closed'))
+        // An idle thread is unref'd: referenced again, its exit keeps the
+        // event loop alive until terminate() resolves.
+        worker.ref()
         await worker.terminate()
       })()
       await closing

@@ -69,7 +69,8 @@ t.test('a thread that dies fails its calls with StoreUnavailableError instead of
   const worker = startPgliteThread({ dataDir: 'memory://', extraStartParams: [] })
   const db = await pgliteOverThread(worker)
   t.same(await db.query('SELECT 1 AS one'), [{ one: 1 }])
-  const inFlight = db.query('SELECT 2')
+  // Slow enough that the thread is always still running it when terminated.
+  const inFlight = db.query('SELECT pg_sleep(2)')
   await worker.terminate()
   await t.rejects(inFlight, StoreUnavailableError, 'the call in flight fails')
   await t.rejects(db.query('SELECT 3'), StoreUnavailableError, 'and so does every later one')
