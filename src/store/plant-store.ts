@@ -199,8 +199,17 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
   let inFlight = 0
   let batches = 0
   const observers: StoreObserver[] = []
+  // A watcher that throws must not change what a create is told, nor leave
+  // a taken batch unanswered: its failure is dropped here.
+  const tell = (call: (o: StoreObserver) => void): void => {
+    for (const o of observers) {
+      try {
+        call(o)
+      } catch {}
+    }
+  }
   const onAnswer = (kind: CreateOutcome['kind']): void => {
-    for (const o of observers) o.answered?.(kind)
+    tell((o) => o.answered?.(kind))
   }
 
   // The queue is FIFO and every create gets the same timeout, so the head
@@ -285,7 +294,7 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
   // writes nothing, is held to it.
   const writeBatch = async (batch: Pending[]): Promise<void> => {
     const event: WriteBatch = { id: ++batches, creates: batch }
-    for (const o of observers) o.batchStarted?.(event)
+    tell((o) => o.batchStarted?.(event))
     let failure: unknown
     try {
       failure = await settle(groupById(batch), performance.now() + timeoutMs)
@@ -295,7 +304,7 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
       failure = err
       for (const p of batch) p.reject(err)
     }
-    for (const o of observers) o.batchFinished?.(event, failure)
+    tell((o) => o.batchFinished?.(event, failure))
   }
 
   // Answers every request of groups; returns the error that failed them, if
@@ -400,10 +409,10 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
   return {
     async create (plant) {
       if (queue.length >= maxQueue) {
-        for (const o of observers) o.rejectedFull?.()
+        tell((o) => o.rejectedFull?.())
         throw new StoreUnavailableError(`${queue.length} creates are already waiting for the database`)
       }
-      for (const o of observers) o.queued?.(plant)
+      tell((o) => o.queued?.(plant))
       return await new Promise<CreateOutcome>((resolve, reject) => {
         queue.push({ plant, expiresAt: performance.now() + timeoutMs, resolve, reject })
         if (queue.length === 1) armExpiry()

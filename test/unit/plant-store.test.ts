@@ -392,3 +392,18 @@ for (const backend of backends()) {
     })
   })
 }
+
+t.test('a watcher that throws changes no answer and leaves no create unanswered', async (t) => {
+  const db = await openDb(t, 'pglite')
+  const writer = createBatchWriter(db)
+  const boom = (): never => { throw new Error('a watcher bug') }
+  writer.observe({ queued: boom, batchStarted: boom, batchFinished: boom, answered: boom })
+  const answers = await outcomes([
+    writer.create(plant(1n, 'A')),
+    writer.create(plant(1n, 'A')),
+    writer.create(plant(1n, 'B')),
+    writer.create(plant(2n, 'C'))
+  ])
+  t.same(answers.map((a) => a instanceof Error ? a.message : a.kind), ['created', 'replayed', 'conflict', 'created'])
+  t.same(await storedRows(db, 1n, 2n), [{ id: '1', name: 'A', tag: null }, { id: '2', name: 'C', tag: null }])
+})
