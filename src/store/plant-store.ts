@@ -69,8 +69,9 @@ export function createPlantStore (db: Db, { timeoutMs, ready, log, writer: write
     isMigrated: ready,
     // Stores a new plant, or recognises a retry of the same plant, or
     // refuses one that would overwrite a different plant. Resolves only once
-    // the row is committed; rejects only when it was not written. Answered
-    // within about 2 x DB_TIMEOUT_MS: the wait for a writer, then the write.
+    // the row is committed; rejects only when it was not written. Waits at
+    // most DB_TIMEOUT_MS for a writer; the write is then bounded by the
+    // database (see writeBatch).
     async create (plant: PlantRecord): Promise<CreateOutcome> {
       if (!ready()) throw new StoreUnavailableError('The database is not ready yet')
       return await writer.create(plant)
