@@ -6,6 +6,7 @@ import { PGlite } from '@electric-sql/pglite'
 import { withClient } from '../test/support/database.js'
 
 export interface BenchDatabase {
+  kind: 'postgres' | 'pglite'
   // Environment for the service.
   env: Record<string, string>
   // Rows in plants; call after the service has stopped.
@@ -20,6 +21,7 @@ export async function createPostgresDatabase (adminUrl: string): Promise<BenchDa
   const url = new URL(adminUrl)
   url.pathname = `/${name}`
   return {
+    kind: 'postgres',
     env: { DATABASE_URL: url.toString() },
     countRows: async () => await withClient(url.toString(), async (c) =>
       Number((await c.query<{ n: string }>('SELECT count(*) AS n FROM plants')).rows[0]?.n)),
@@ -32,6 +34,7 @@ export async function createPostgresDatabase (adminUrl: string): Promise<BenchDa
 export function createPgliteDatabase (): BenchDatabase {
   const dir = mkdtempSync(join(tmpdir(), 'plant-store-bench-'))
   return {
+    kind: 'pglite',
     env: { PGLITE_DATA_DIR: dir },
     async countRows () {
       const db = await PGlite.create(dir)

@@ -20,8 +20,11 @@ export interface Load {
   run(amount: number): Promise<LoadResult>
 }
 
+// Every request of a bench run gets an id never sent before, whichever load
+// sends it: several loads (one per connection count) share a target.
+let nextId = 1
+
 export function createLoad (url: string, token: string, connections: number): Load {
-  let nextId = 1
   const requests: autocannon.Request[] = [{
     method: 'POST',
     path: '/plants',
