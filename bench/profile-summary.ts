@@ -1,7 +1,9 @@
 // Reads a V8 .cpuprofile (node --cpu-prof, or BENCH_PROFILE=1 npm run bench)
 // and prints where the time went: self time by area (our code, each
 // package, GC, idle) and the functions with the most self and inclusive time.
-//   npx tsx bench/profile-summary.ts bench/profiles/<file>.cpuprofile
+//   npx tsx bench/profile-summary.ts bench/profiles/<file>.cpuprofile [top] [answers]
+// With the number of answers the server gave while profiled (every 200 and
+// other answer the bench counted for it), times are printed in µs per answer.
 import { readFileSync } from 'node:fs'
 
 interface Node {
@@ -14,6 +16,7 @@ interface Profile { nodes: Node[], samples: number[], timeDeltas: number[], star
 const file = process.argv[2]
 if (file === undefined) throw new Error('usage: profile-summary.ts FILE.cpuprofile [top]')
 const top = Number(process.argv[3] ?? 25)
+const answers = process.argv[4] === undefined ? undefined : Number(process.argv[4])
 const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile
 
 const byId = new Map<number, Node>()
@@ -61,11 +64,13 @@ const pct = (v: number, of: number): string => `${((100 * v) / of).toFixed(1).pa
 const print = (title: string, map: Map<string, number>, of: number, skip: (k: string) => boolean = () => false): void => {
   console.log(`\n${title}`)
   for (const [key, value] of [...map].filter(([k]) => !skip(k)).sort((a, b) => b[1] - a[1]).slice(0, top)) {
-    console.log(`${pct(value, of)}  ${(value / 1000).toFixed(0).padStart(7)} ms  ${key}`)
+    const amount = answers === undefined ? `${(value / 1000).toFixed(0).padStart(7)} ms` : `${(value / answers).toFixed(2).padStart(7)} µs`
+    console.log(`${pct(value, of)}  ${amount}  ${key}`)
   }
 }
 
-console.log(`${file}: ${(total / 1e6).toFixed(1)} s sampled, idle ${pct(idle, total)}; percentages below are of busy time (${(busy / 1e6).toFixed(1)} s)`)
+console.log(`${file}: ${(total / 1e6).toFixed(1)} s sampled, idle ${pct(idle, total)}; percentages below are of busy time (${(busy / 1e6).toFixed(1)} s` +
+  `${answers === undefined ? '' : `, ${(busy / answers).toFixed(1)} µs per answer`})`)
 print('self time by area', selfByArea, busy, (k) => k === '(idle)')
 print('self time by function', selfByFn, busy, (k) => k.startsWith('(idle)'))
 print('inclusive time by function', inclusive, busy, (k) => k.startsWith('(idle)') || k.startsWith('(root)'))

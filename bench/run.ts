@@ -11,7 +11,7 @@
 //   BENCH_ROUNDS (3), BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (3)
 //   BENCH_TARGETS  e.g. "postgres-bare,postgres" (also "echo": Fastify
 //       answering without a database, the old yardstick)
-//   BENCH_PROFILE=1  a --cpu-prof profile of each service in bench/profiles/
+//   BENCH_PROFILE=1  --cpu-prof profiles of each server in bench/profiles/NAME-TIME/
 //       (read with bench/profile-summary.ts; its figures are not representative)
 //   BENCH_OPERATING=1  also each database's service with metrics on and with
 //       spans exported to a local OTLP sink ("postgres+metrics", …)
@@ -114,7 +114,9 @@ async function main (): Promise<number> {
   const serviceEnv = { API_TOKENS: token, LOG_LEVEL: 'warn', NODE_ENV: 'production' }
   const profileArgs = (name: string): string[] => profileDir === undefined
     ? []
-    : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`]
+    // A folder per server: every thread writes a profile of its own (tsx's
+    // loader thread, PGlite's thread), so the files are not named.
+    : ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, `${name}-${Date.now()}`)}`]
   if (profileDir !== undefined) mkdirSync(profileDir, { recursive: true })
 
   const targets: Running[] = []
@@ -145,7 +147,7 @@ async function main (): Promise<number> {
       const bare = `${backend}-bare`
       if (wanted(bare)) {
         const db = await database(backend)
-        add(bare, 'bare', await startServer(bare, ['--import', 'tsx', 'bench/bare-create.ts'], db.env), db)
+        add(bare, 'bare', await startServer(bare, [...profileArgs(bare), '--import', 'tsx', 'bench/bare-create.ts'], db.env), db)
       }
       for (const [suffix, env] of variants) {
         const name = `${backend}${suffix}`

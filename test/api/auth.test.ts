@@ -12,6 +12,19 @@ t.test('tokenMatcher accepts exactly the configured tokens', async (t) => {
   for (const wrong of ['alpha', 'alpha-token2', 'beta ', '', 'BETA', 'alpha-tokenbeta']) {
     t.notOk(matches(wrong), `rejects ${JSON.stringify(wrong)}`)
   }
+  // Compared at a fixed width with zero padding: the byte length decides too.
+  t.notOk(matches('beta\u0000'), 'rejects a token with a NUL added (the same padded bytes)')
+  t.notOk(matches(`beta${'\u0000'.repeat(70)}`), 'rejects it padded past the width')
+})
+
+t.test('tokenMatcher handles tokens longer than its 64-byte width', async (t) => {
+  const long = 'k'.repeat(100)
+  const matches = tokenMatcher([long, 'short'])
+  t.ok(matches(long))
+  t.ok(matches('short'))
+  for (const wrong of [long.slice(0, -1), `${long}k`, 'k'.repeat(64), `${long}${'k'.repeat(200)}`, 'é'.repeat(50)]) {
+    t.notOk(matches(wrong), `rejects ${wrong.length} characters`)
+  }
 })
 
 for (const backend of backends()) {
