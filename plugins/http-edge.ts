@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { answerUnmetExpectation, closeIfBodyUnread, continueWhenBodyWanted, requireHostHeader } from '../src/http/edge.js'
 import { errorHandler, notFoundHandler } from '../src/http/errors.js'
 import { everyAnswerHeaders } from '../src/http/headers.js'
-import { inTurn } from '../src/http/connection.js'
+import { inTurn, type OnRequestStep } from '../src/http/connection.js'
 import { routeFirst } from '../src/http/routing.js'
 import { refuseWhileClosing } from '../src/http/shutdown.js'
 
@@ -19,18 +19,27 @@ async function httpEdge (fastify: FastifyInstance): Promise<void> {
   fastify.setErrorHandler(errorHandler)
   fastify.setNotFoundHandler(notFoundHandler)
   const unrouted = routeFirst(fastify)
-  fastify.addHook('onRequest', inTurn)
-  fastify.addHook('onRequest', async (request, reply) => {
+  const refused = refuseWhileClosing(fastify)
+  // One synchronous hook for every check of the edge, in this order: a
+  // hook costs a turn of Fastify's hook runner, an async one a promise too.
+  const checks: OnRequestStep = (request, reply, done) => {
     reply.headers(everyAnswerHeaders(request.id))
-    requireHostHeader(request)
-    return unrouted(request, reply)
-  })
+    try {
+      requireHostHeader(request)
+    } catch (err) {
+      done(err as Error)
+      return
+    }
+    // Answered here: the hooks after this one do not run.
+    if (unrouted(request, reply) !== undefined || refused(request, reply)) return
+    done()
+  }
+  fastify.addHook('onRequest', (request, reply, done) => inTurn(request, reply, done, checks))
   fastify.server.on('checkExpectation', (req, res) => answerUnmetExpectation(fastify.log, req, res))
   // With a listener Node leaves 100 Continue to us: see continueWhenBodyWanted.
   fastify.server.on('checkContinue', (req, res) => fastify.server.emit('request', req, res))
   fastify.addHook('preParsing', continueWhenBodyWanted)
   fastify.addHook('onSend', closeIfBodyUnread)
-  refuseWhileClosing(fastify)
 }
 
 export default fp(httpEdge, { name: 'http-edge', fastify: '5.x' })

@@ -42,14 +42,22 @@ function toPlant (record: PlantRecord): Plant {
 const plantsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.post('/plants', {
     schema: createPlantSchema,
-    onRequest: async (request) => requireJson(request)
+    onRequest: (request, _reply, done) => {
+      try {
+        requireJson(request)
+      } catch (err) {
+        done(err as Error)
+        return
+      }
+      done()
+    }
   }, async function createPlant (request) {
     const { id, name, tag } = request.body
-    const bad = unstorableField({ name, tag })
+    const bad = unstorableField(request.body)
     if (bad !== undefined) {
       throw new HttpError(400, `body/${bad} must not contain U+0000 or an unpaired UTF-16 surrogate`)
     }
-    const outcome = await fastify.plants.create({ id: BigInt(id), name, ...(tag === undefined ? {} : { tag }) })
+    const outcome = await fastify.plants.create(tag === undefined ? { id: BigInt(id), name } : { id: BigInt(id), name, tag })
     if (outcome.kind === 'conflict') {
       throw new HttpError(409, `A different plant is already stored with id ${id}`)
     }

@@ -7,6 +7,8 @@ import { HttpError } from '../http/errors.js'
 export function requireJson (request: FastifyRequest): void {
   const header = request.headers['content-type']
   if (header === undefined) throw new HttpError(415, 'Content-Type must be application/json (none was sent)')
+  // What nearly every caller sends: nothing to parse.
+  if (header === 'application/json') return
   let parsed: contentType.ParsedMediaType
   try {
     parsed = contentType.parse(header)

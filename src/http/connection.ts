@@ -82,16 +82,19 @@ export function afterEarlierAnswers (socket: Socket, then: (incomplete: ServerRe
   next()
 }
 
-// The first onRequest hook. A request whose response is not the one being
-// written on its socket was pipelined behind another: it waits for its
-// turn, and is dropped unprocessed if the connection closes before that (an
-// earlier answer carried Connection: close, or the client went away). The
-// common case, one request at a time, costs one identity check.
-export function inTurn (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+// The first check of every request (plugins/http-edge.ts): `next` runs
+// once it is the request's turn. A request whose response is not the one
+// being written on its socket was pipelined behind another: it waits for
+// its turn, and is dropped unprocessed if the connection closes before that
+// (an earlier answer carried Connection: close, or the client went away).
+// The common case, one request at a time, costs one identity check.
+export type OnRequestStep = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void
+
+export function inTurn (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, next: OnRequestStep): void {
   const socket = request.raw.socket as HttpSocket | undefined
   const current = socket?._httpMessage
   // undefined: not a socket of Node's server (app.inject).
-  if (socket === undefined || current === reply.raw || current === undefined) return done()
+  if (socket === undefined || current === reply.raw || current === undefined) return next(request, reply, done)
   const res = reply.raw
   const waiting = socket[kWaiting] ?? watchClose(socket)
   function dropped (): void {
@@ -108,7 +111,7 @@ export function inTurn (request: FastifyRequest, reply: FastifyReply, done: Hook
       dropped()
       return
     }
-    done()
+    next(request, reply, done)
   }
   if (current === null || socket.destroyed) {
     // Nothing is being written, yet this response was not given the

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { RETRY_AFTER_SECONDS, sendError } from './errors.js'
 
 // In-flight requests get this long to finish after SIGTERM/SIGINT; then the
@@ -30,14 +30,16 @@ export async function closeWithinGrace (app: FastifyInstance, graceMs = SHUTDOWN
 // Once close has begun, a request that still arrives on an open keep-alive
 // connection is refused in the Error shape, with the request id and
 // Connection: close, so the client moves on and the drain ends. Fastify's own
-// return503OnClosing answers with a body outside the contract.
-export function refuseWhileClosing (app: FastifyInstance): void {
+// return503OnClosing answers with a body outside the contract. Returns the
+// check plugins/http-edge.ts makes of every request: true when it answered.
+export function refuseWhileClosing (app: FastifyInstance): (request: FastifyRequest, reply: FastifyReply) => boolean {
   let closing = false
   app.addHook('preClose', async () => { closing = true })
-  app.addHook('onRequest', async (request, reply) => {
-    if (!closing) return
+  return (request, reply) => {
+    if (!closing) return false
     request.log.info('refused: shutting down')
     reply.header('connection', 'close')
-    return sendError(reply, 503, 'The service is shutting down; retry later', RETRY_AFTER_SECONDS.shuttingDown)
-  })
+    sendError(reply, 503, 'The service is shutting down; retry later', RETRY_AFTER_SECONDS.shuttingDown)
+    return true
+  }
 }
