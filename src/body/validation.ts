@@ -36,9 +36,8 @@ export function isStorableText (text: string): boolean {
 }
 
 // The first stored string field that cannot be stored exactly, if any.
-export function unstorableField (fields: Record<string, string | undefined>): string | undefined {
-  for (const [name, value] of Object.entries(fields)) {
-    if (value !== undefined && !isStorableText(value)) return name
-  }
+export function unstorableField (plant: { name: string, tag?: string | undefined }): 'name' | 'tag' | undefined {
+  if (!isStorableText(plant.name)) return 'name'
+  if (plant.tag !== undefined && !isStorableText(plant.tag)) return 'tag'
   return undefined
 }

@@ -71,10 +71,11 @@ export function createPlantStore (db: Db, { timeoutMs, ready, log, writer: write
     // refuses one that would overwrite a different plant. Resolves only once
     // the row is committed; rejects only when it was not written. Waits at
     // most DB_TIMEOUT_MS for a writer; the write is then bounded by the
-    // database (see writeBatch).
-    async create (plant: PlantRecord): Promise<CreateOutcome> {
-      if (!ready()) throw new StoreUnavailableError('The database is not ready yet')
-      return await writer.create(plant)
+    // database (see writeBatch). Not async: one promise per create, the
+    // writer's.
+    create (plant: PlantRecord): Promise<CreateOutcome> {
+      if (!ready()) return Promise.reject(new StoreUnavailableError('The database is not ready yet'))
+      return writer.create(plant)
     },
     // The database answers within the timeout and migrations are applied.
     async isReady (): Promise<boolean> {
@@ -210,7 +211,7 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
     }
   }
   const onAnswer = (kind: CreateOutcome['kind']): void => {
-    tell((o) => o.answered?.(kind))
+    if (observers.length > 0) tell((o) => o.answered?.(kind))
   }
 
   // The queue is FIFO and every create gets the same timeout, so the head
@@ -378,8 +379,10 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
         }
         return written
       })
+    // pg returns int8 as decimal text already: only PGlite's numbers go
+    // through toId.
     const created = new Set<string>()
-    for (const row of rows) created.add(toId(row.id).toString())
+    for (const row of rows) created.add(typeof row.id === 'string' ? row.id : toId(row.id).toString())
     const existing: Group[] = []
     for (const g of groups) {
       if (created.has(g.key)) answer(g, first(g).plant, true, onAnswer)
@@ -408,13 +411,13 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
   }
 
   return {
-    async create (plant) {
+    create (plant) {
       if (queue.length >= maxQueue) {
         tell((o) => o.rejectedFull?.())
-        throw new StoreUnavailableError(`${queue.length} creates are already waiting for the database`)
+        return Promise.reject(new StoreUnavailableError(`${queue.length} creates are already waiting for the database`))
       }
-      tell((o) => o.queued?.(plant))
-      return await new Promise<CreateOutcome>((resolve, reject) => {
+      if (observers.length > 0) tell((o) => o.queued?.(plant))
+      return new Promise<CreateOutcome>((resolve, reject) => {
         queue.push({ plant, expiresAt: performance.now() + timeoutMs, resolve, reject })
         if (queue.length === 1) armExpiry()
         if (inFlight < concurrency) schedule()
@@ -456,11 +459,12 @@ function groupById (batch: Pending[]): Group[] {
 // The first request of a group that created the row gets "created"; every
 // other request compares its data with the stored row.
 function answer (g: Group, stored: PlantRecord, created: boolean, onAnswer: (kind: CreateOutcome['kind']) => void): void {
-  g.members.forEach((p, i) => {
+  for (let i = 0; i < g.members.length; i++) {
+    const p = g.members[i] as Pending
     const kind = created && i === 0 ? 'created' : samePlant(p.plant, stored) ? 'replayed' : 'conflict'
     onAnswer(kind)
     p.resolve({ kind, plant: kind === 'created' ? p.plant : stored })
-  })
+  }
 }
 
 function failAll (groups: Group[], err: unknown): void {
