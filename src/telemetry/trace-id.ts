@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http'
 import { isSpanContextValid } from '@opentelemetry/api'
 import { parseTraceParent } from '@opentelemetry/core'
 import type { FastifyRequest, FastifyReply, FastifyServerOptions } from 'fastify'
+import { requestLogger } from '../logger.js'
 
 // The trace id of a request, as a log field: every log line of a request
 // that arrived with a valid W3C traceparent carries `trace_id`, whether or
@@ -19,10 +20,11 @@ export function traceIdOf (header: string | string[] | undefined): string | unde
 
 // Fastify's childLoggerFactory: the request's logger, made before the first
 // log line of the request, with trace_id bound when the caller sent one.
-// Without a traceparent header this is Fastify's default: one lookup.
+// Without a traceparent header this is Fastify's default but lazy
+// (src/logger.ts): one lookup.
 export const childLoggerWithTraceId: NonNullable<FastifyServerOptions['childLoggerFactory']> = function (logger, bindings, opts, rawReq: IncomingMessage) {
   const traceId = traceIdOf(rawReq.headers.traceparent)
-  return logger.child(traceId === undefined ? bindings : { ...bindings, [TRACE_ID_FIELD]: traceId }, opts)
+  return requestLogger(logger, traceId === undefined ? bindings : { ...bindings, [TRACE_ID_FIELD]: traceId }, opts)
 }
 
 // The request started a trace of its own (no traceparent came): its log
