@@ -6,8 +6,6 @@ import { frameworkErrorHandler } from './http/errors.js'
 import { clientErrorHandler, genReqId } from './http/edge.js'
 import { connectionLimits, serverTimeouts, type ServerTimeouts } from './http/timeouts.js'
 import { childLoggerWithTraceId } from './telemetry/trace-id.js'
-import tracingPlugin from '../plugins/tracing.js'
-import metricsPlugin from '../plugins/metrics.js'
 import rateLimitPlugin from '../plugins/rate-limit.js'
 import httpEdge from '../plugins/http-edge.js'
 import jsonBody from '../plugins/json-body.js'
@@ -63,9 +61,15 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
   const app = Fastify(serverOptions(config, logger, serverTimeouts(config, timeouts))).withTypeProvider<TypeBoxTypeProvider>()
 
   // Operating it, when configured: spans (first, so the request span covers
-  // every hook) and metrics (every answer timed, 404s included).
-  if (config.tracing !== undefined) await app.register(tracingPlugin, { tracing: config.tracing })
-  if (config.metricsPort !== undefined) await app.register(metricsPlugin, { port: config.metricsPort, host: config.host })
+  // every hook) and metrics (every answer timed, 404s included). Imported
+  // only then: the OpenTelemetry SDK and prom-client hold about 20 MB of
+  // resident memory that a service without them should not carry.
+  if (config.tracing !== undefined) {
+    await app.register((await import('../plugins/tracing.js')).default, { tracing: config.tracing })
+  }
+  if (config.metricsPort !== undefined) {
+    await app.register((await import('../plugins/metrics.js')).default, { port: config.metricsPort, host: config.host })
+  }
 
   // In the order a request meets them: the connection edge (request id,
   // Host, Expect, shutdown, the Error shape), the database, the public docs
