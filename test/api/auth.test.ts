@@ -14,15 +14,15 @@ t.test('tokenMatcher accepts exactly the configured tokens', async (t) => {
   }
   // Compared at a fixed width with zero padding: the byte length decides too.
   t.notOk(matches('beta\u0000'), 'rejects a token with a NUL added (the same padded bytes)')
-  t.notOk(matches(`beta${'\u0000'.repeat(70)}`), 'rejects it padded past the width')
+  t.notOk(matches(`beta${'\u0000'.repeat(300)}`), 'rejects it padded past the width')
 })
 
-t.test('tokenMatcher handles tokens longer than its 64-byte width', async (t) => {
-  const long = 'k'.repeat(100)
+t.test('tokenMatcher handles tokens longer than its 256-byte width', async (t) => {
+  const long = 'k'.repeat(300)
   const matches = tokenMatcher([long, 'short'])
   t.ok(matches(long))
   t.ok(matches('short'))
-  for (const wrong of [long.slice(0, -1), `${long}k`, 'k'.repeat(64), `${long}${'k'.repeat(200)}`, 'é'.repeat(50)]) {
+  for (const wrong of [long.slice(0, -1), `${long}k`, 'k'.repeat(256), `${long}${'k'.repeat(200)}`, 'é'.repeat(150)]) {
     t.notOk(matches(wrong), `rejects ${wrong.length} characters`)
   }
 })
