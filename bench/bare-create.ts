@@ -2,13 +2,15 @@ import Fastify from 'fastify'
 import pg from 'pg'
 import { PGlite } from '@electric-sql/pglite'
 import { insertBatchSql } from '../src/store/plant-store.js'
+import { PGLITE_MAX_CONNECTIONS, PGLITE_SHARED_BUFFERS } from '../src/store/pglite.js'
 
 // The yardstick: what the service is, a durable batched create, with none
 // of the contract. Fastify with its default JSON parser, no auth and no
 // validation; the creates of an event-loop turn are gathered into the
 // service's own prepared INSERT … unnest … ON CONFLICT DO NOTHING RETURNING,
 // up to two batches in flight on PostgreSQL (one on PGlite, which runs one
-// statement at a time), and each is answered 200 once its batch committed.
+// statement at a time), and each is answered 200 once its batch committed
+// (409 should its id be stored already; the bench's ids never are).
 // DATABASE_URL selects PostgreSQL, PGLITE_DATA_DIR PGlite opened in this
 // process; the table comes from the service's migrations (npm run migrate).
 
@@ -33,7 +35,12 @@ async function openDatabase (): Promise<{ run: Run, concurrency: number, close: 
       close: async () => await pool.end()
     }
   }
-  const db = await PGlite.create(process.env.PGLITE_DATA_DIR as string)
+  // The service's settings for the embedded database; PGlite runs here on
+  // the HTTP thread, as PGlite is used plainly (the service gives it a
+  // thread of its own, so the ratio on PGlite weighs that too).
+  const db = await PGlite.create(process.env.PGLITE_DATA_DIR as string, {
+    startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${PGLITE_SHARED_BUFFERS}`, '-c', `max_connections=${PGLITE_MAX_CONNECTIONS}`]
+  })
   return {
     run: async (values) => (await db.query<{ id: unknown }>(insertBatchSql, values)).rows,
     concurrency: 1,

@@ -8,7 +8,7 @@
 //   DATABASE_URL or TEST_DATABASE_URL  a PostgreSQL server on which a fresh
 //       database per target is created and dropped (without one only PGlite)
 //   BENCH_CONNECTIONS (32,128)  connection counts, each a phase of its own
-//   BENCH_ROUNDS (3), BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (3)
+//   BENCH_ROUNDS (5), BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (3)
 //   BENCH_TARGETS  e.g. "postgres-bare,postgres" (also "echo": Fastify
 //       answering without a database, the old yardstick)
 //   BENCH_PROFILE=1  --cpu-prof profiles of each server in bench/profiles/NAME-TIME/
@@ -41,7 +41,7 @@ const connectionCounts = (process.env.BENCH_CONNECTIONS ?? (drift ? '128' : '32,
   return n
 })
 const seconds = intEnv('BENCH_SECONDS', drift ? 30 : 10)
-const rounds = drift ? Math.max(1, Math.round(intEnv('BENCH_DRIFT_SECONDS', 300) / seconds)) : intEnv('BENCH_ROUNDS', 3)
+const rounds = drift ? Math.max(1, Math.round(intEnv('BENCH_DRIFT_SECONDS', 300) / seconds)) : intEnv('BENCH_ROUNDS', 5)
 const warmupSeconds = intEnv('BENCH_WARMUP_SECONDS', 3)
 const profileDir = process.env.BENCH_PROFILE === '1' ? join('bench', 'profiles') : undefined
 const adminUrl = process.env.DATABASE_URL ?? process.env.TEST_DATABASE_URL
@@ -165,7 +165,10 @@ async function main (): Promise<number> {
       phases.push(phase)
       for (const target of targets) await warmUp(target, connections)
       for (let n = 1; n <= rounds; n++) {
-        for (const target of targets) {
+        // The order turns each round, so what one target leaves behind (a
+        // checkpoint, autovacuum) does not always fall on the same next one.
+        const shift = (n - 1) % targets.length
+        for (const target of [...targets.slice(shift), ...targets.slice(0, shift)]) {
           const result = await round(target, connections)
           phase.rounds.set(target, [...(phase.rounds.get(target) ?? []), result])
           const others = Object.entries(result.statusCounts).filter(([c]) => c !== '200').map(([c, k]) => `${c}:${k}`).join(' ')

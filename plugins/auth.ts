@@ -31,10 +31,11 @@ export function tokenMatcher (tokens: string[]): (candidate: string) => boolean 
     // A candidate wider than the buffer is cut short by write(); its
     // length then differs from every token's.
     const length = Buffer.byteLength(candidate)
-    scratch.fill(0)
     scratch.write(candidate)
     let found = false
     for (const token of known) found = (timingSafeEqual(token.padded, scratch) && token.length === length) || found
+    // Zero again: no presented token stays in memory between requests.
+    scratch.fill(0)
     return found
   }
 }

@@ -22,16 +22,19 @@ async function httpEdge (fastify: FastifyInstance): Promise<void> {
   const refused = refuseWhileClosing(fastify)
   // One synchronous hook for every check of the edge, in this order: a
   // hook costs a turn of Fastify's hook runner, an async one a promise too.
+  // A pipelined request's checks run from a socket event, outside Fastify's
+  // hook runner: they catch their own errors, and stop if it has answered.
   const checks: OnRequestStep = (request, reply, done) => {
-    reply.headers(everyAnswerHeaders(request.id))
+    if (reply.sent) return
     try {
+      reply.headers(everyAnswerHeaders(request.id))
       requireHostHeader(request)
+      // Answered here: the hooks after this one do not run.
+      if (unrouted(request, reply) !== undefined || refused(request, reply)) return
     } catch (err) {
       done(err as Error)
       return
     }
-    // Answered here: the hooks after this one do not run.
-    if (unrouted(request, reply) !== undefined || refused(request, reply)) return
     done()
   }
   fastify.addHook('onRequest', (request, reply, done) => inTurn(request, reply, done, checks))

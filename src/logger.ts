@@ -45,7 +45,11 @@ function hasPinoPretty (): boolean {
 type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace'
 type Bindings = Record<string, unknown>
 type ChildOptions = Parameters<FastifyBaseLogger['child']>[1]
-type PinoLike = FastifyBaseLogger & { isLevelEnabled: (level: string) => boolean }
+type PinoLike = FastifyBaseLogger & {
+  isLevelEnabled: (level: string) => boolean
+  bindings: () => Bindings
+  flush: (cb?: (err?: Error) => void) => void
+}
 
 // A request's logger that becomes a pino child only when it writes its
 // first line: pino serializes a child's bindings (the request id) as it
@@ -85,6 +89,10 @@ class LazyChildLogger implements FastifyBaseLogger {
   trace (...args: unknown[]): void { this.#write('trace', args) }
   silent (): void {}
   child (bindings: Bindings, options?: ChildOptions): FastifyBaseLogger { return this.#real().child(bindings, options) }
+  // The rest of pino's logger, for a caller that asks.
+  isLevelEnabled (level: string): boolean { return (this.#child as PinoLike | undefined ?? this.#parent).isLevelEnabled(level) }
+  bindings (): Bindings { return (this.#real() as PinoLike).bindings() }
+  flush (cb?: (err?: Error) => void): void { this.#parent.flush(cb) }
 }
 
 // The child logger of one request. A logger that is not pino (Fastify's

@@ -14,7 +14,7 @@ import { pgliteOverThread, startPgliteThread } from './pglite-worker.js'
 export const PGLITE_SHARED_BUFFERS = '8MB'
 // PGlite runs one backend, but shared memory (lock table, process slots)
 // is sized for max_connections: PostgreSQL's default of 100 costs ~18 MB.
-const PGLITE_MAX_CONNECTIONS = 8
+export const PGLITE_MAX_CONNECTIONS = 8
 
 // The embedded database: PostgreSQL compiled to WebAssembly, run on a
 // thread of its own (pglite-thread.ts) so that its work never holds up the

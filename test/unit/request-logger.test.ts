@@ -30,9 +30,14 @@ t.test('a request logger makes its pino child only for a line that is written', 
   log.debug('nothing')
   t.equal(children(), 0, 'lines below the level make no child')
   t.equal(log.level, 'warn')
+  const pinoLog = log as typeof log & { isLevelEnabled: (l: string) => boolean, bindings: () => object }
+  t.equal(pinoLog.isLevelEnabled('info'), false)
+  t.equal(pinoLog.isLevelEnabled('error'), true)
+  t.equal(children(), 0, 'asking a level makes no child')
+  t.same(pinoLog.bindings(), { reqId: 'r-1' })
   log.warn({ status: 503 }, 'refused %s', 'now')
   log.error('second')
-  t.equal(children(), 1, 'the first line written makes the child, once')
+  t.equal(children(), 1, 'the first line written (or bindings asked) makes the child, once')
   t.match(lines, [
     { level: 40, reqId: 'r-1', status: 503, msg: 'refused now' },
     { level: 50, reqId: 'r-1', msg: 'second' }
