@@ -61,3 +61,19 @@ t.test('a route log level, or a logger that is not pino, gets a real child at on
   const plain = { level: 'info', child: () => plain } as unknown as Parameters<typeof requestLogger>[0]
   t.equal(requestLogger(plain, { reqId: 'r-4' }, {}), plain)
 })
+
+t.test('every level and the rest of the logger reach the real child', async (t) => {
+  const { logger, lines } = capture('trace')
+  const log = requestLogger(logger, { reqId: 'r-5' }, {}) as ReturnType<typeof requestLogger> & { flush: (cb: () => void) => void }
+  log.trace('t')
+  log.debug('d')
+  log.fatal('f')
+  log.silent('s')
+  t.same(lines.map((l) => [l.level, l.msg, l.reqId]), [[10, 't', 'r-5'], [20, 'd', 'r-5'], [60, 'f', 'r-5']])
+  log.level = 'error'
+  t.equal(log.level, 'error', 'a level set applies to this request only')
+  log.info('dropped')
+  t.equal(lines.length, 3)
+  t.equal(logger.level, 'trace')
+  await new Promise<void>((resolve) => log.flush(resolve))
+})
