@@ -15,6 +15,8 @@
 //       (read with bench/profile-summary.ts; its figures are not representative)
 //   BENCH_OPERATING=1  also each database's service with metrics on and with
 //       spans exported to a local OTLP sink ("postgres+metrics", …)
+//   BENCH_NODE_FLAGS  also each database's service with these NODE_OPTIONS
+//       ("postgres+flags"), e.g. "--max-semi-space-size=8"
 //   BENCH_DRIFT=1  the drift run instead: the service on PostgreSQL (or
 //       BENCH_TARGETS) at 128 connections for BENCH_DRIFT_SECONDS (300) in
 //       rounds of BENCH_SECONDS (30); req/s round by round and RSS.
@@ -127,6 +129,9 @@ async function main (): Promise<number> {
     variants.push(['+metrics', { METRICS_PORT: '0' }])
     variants.push(['+tracing', { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url }])
   }
+  // The same service with other Node flags, in the same rounds (e.g. heap sizes).
+  const nodeFlags = process.env.BENCH_NODE_FLAGS
+  if (nodeFlags !== undefined && nodeFlags !== '') variants.push(['+flags', { NODE_OPTIONS: nodeFlags }])
   const add = (name: string, kind: Target['kind'], server: Server, database?: BenchDatabase): void => {
     const loads = new Map(connectionCounts.map((c) => [c, createLoad(server.url, token, c)]))
     targets.push({ name, kind, server, loads, rate: new Map(), ok: 0, other: {}, errors: 0, ...(database === undefined ? {} : { database }) })
