@@ -17,9 +17,10 @@
 //       spans exported to a local OTLP sink ("postgres+metrics", …)
 //   BENCH_NODE_FLAGS  also each database's service with these NODE_OPTIONS
 //       ("postgres+flags"), e.g. "--max-semi-space-size=8"
-//   BENCH_DRIFT=1  the drift run instead: the service on PostgreSQL (or
-//       BENCH_TARGETS) at 128 connections for BENCH_DRIFT_SECONDS (300) in
-//       rounds of BENCH_SECONDS (30); req/s round by round and RSS.
+//   BENCH_DRIFT=1  the drift run instead: the service on PostgreSQL and its
+//       bare create (or BENCH_TARGETS) at 128 connections, each for
+//       BENCH_DRIFT_SECONDS (300) in alternating rounds of BENCH_SECONDS
+//       (30); req/s and its ratio to the bare round by round, and RSS.
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
@@ -47,7 +48,7 @@ const rounds = drift ? Math.max(1, Math.round(intEnv('BENCH_DRIFT_SECONDS', 300)
 const warmupSeconds = intEnv('BENCH_WARMUP_SECONDS', 3)
 const profileDir = process.env.BENCH_PROFILE === '1' ? join('bench', 'profiles') : undefined
 const adminUrl = process.env.DATABASE_URL ?? process.env.TEST_DATABASE_URL
-const only = process.env.BENCH_TARGETS?.split(',').map((s) => s.trim()) ?? (drift ? ['postgres'] : undefined)
+const only = process.env.BENCH_TARGETS?.split(',').map((s) => s.trim()) ?? (drift ? ['postgres-bare', 'postgres'] : undefined)
 const operating = process.env.BENCH_OPERATING === '1'
 // How often /health/live is asked while a service is loaded.
 const LIVENESS_INTERVAL_MS = 200
@@ -187,7 +188,7 @@ async function main (): Promise<number> {
 
     console.log('')
     if (drift) {
-      for (const target of targets) printDrift(target, phases, target.server.peakRss())
+      for (const target of targets) printDrift(target, targets, phases, target.server.peakRss())
     } else {
       for (const phase of phases) printPhase(phase, targets, (t) => (t as Running).server.peakRss())
       if (sink !== undefined) console.log(`OTLP sink received ${sink.exports()} exports`)
