@@ -26,7 +26,7 @@ export interface Phase {
   rounds: Map<Target, Round[]>
 }
 
-export const TARGETS = {
+const TARGETS = {
   // The service against the bare batched create on the same database.
   postgresRatio: 0.9,
   postgresP99Ms: { connections: 32, ms: 15 },
@@ -42,7 +42,7 @@ export const CHECKS = `PostgreSQL service >= ${TARGETS.postgresRatio}x its bare 
   `${TARGETS.pgliteP99Ms.connections}, /health/live within ${TARGETS.liveMs} ms; drift run: last third >= ` +
   `${TARGETS.driftFloor}x the first, RSS <= ${mb(TARGETS.driftRssBytes)}`
 
-export function median (values: number[]): number {
+function median (values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b)
   const mid = Math.floor(sorted.length / 2)
   return sorted.length % 2 === 1 ? sorted[mid] as number : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
