@@ -47,6 +47,29 @@ for (const backend of backends()) {
       t.ok(out.closedByServer, 'the connection closed')
     })
 
+    // Each answer here is given before its request's body is read, so it
+    // carries Connection: close; the create behind it arrives in the same
+    // packet and must never be processed.
+    const closingFronts: Array<[string, number, string]> = [
+      ['PUT with a 2-byte body', 405, 'PUT /plants HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}'],
+      ['a wrong token', 401, create(3401, { token: 'wrong' })],
+      ['no token', 401, 'POST /plants HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}'],
+      ['text/plain', 415, `POST /plants HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${TOKEN}\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}`],
+      ['an unknown route with a body', 404, 'POST /nowhere HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}'],
+      ['no Host', 400, `POST /plants HTTP/1.1\r\nAuthorization: Bearer ${TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`]
+    ]
+    for (const [i, [what, status, front]] of closingFronts.entries()) {
+      await t.test(`one packet: ${what} (${status}), then a valid create: only the ${status}, nothing stored`, async (t) => {
+        const id = 3410 + i
+        const out = await rawExchange(port, [{ data: front + create(id) }], 10_000)
+        await sleep(300)
+        t.same(answeredStatuses(out.response), [status], `the ${status} and nothing after it`)
+        t.match(out.response, /\r\nconnection: close\r\n/i, 'with Connection: close')
+        t.ok(out.closedByServer, 'the connection closed')
+        t.notOk((await storedIds()).includes(id), 'the create behind it was not stored')
+      })
+    }
+
     await t.test('pipelined creates on a healthy connection are all answered, in order', async (t) => {
       const ids = [3301, 3302, 3303, 3304, 3305]
       const out = await rawExchange(port, [{ data: ids.map((id) => create(id)).join('') + create(3306, { extra: 'Connection: close\r\n' }) }], 10_000)
