@@ -94,19 +94,26 @@ export function inTurn (request: FastifyRequest, reply: FastifyReply, done: Hook
   const socket = request.raw.socket as HttpSocket | undefined
   const current = socket?._httpMessage
   // undefined: not a socket of Node's server (app.inject).
-  if (socket === undefined || current === reply.raw || current === undefined) return next(request, reply, done)
+  if (socket === undefined || current === undefined) return next(request, reply, done)
   const res = reply.raw
+  if (closing(socket)) {
+    // Read before an answer closed the connection, often in the same
+    // packet: the answer before this one finished while Node was still
+    // parsing, so this request may even hold the socket now.
+    socket.destroy()
+    dropUnprocessed(request, reply, done)
+    return
+  }
+  if (current === res) return next(request, reply, done)
   const waiting = socket[kWaiting] ?? watchClose(socket)
   function dropped (): void {
     res.removeListener('socket', turn)
     waiting.delete(dropped)
-    request.log.info('pipelined request dropped unprocessed: the connection closed before its turn')
-    reply.hijack()
-    done()
+    dropUnprocessed(request, reply, done)
   }
   function turn (): void {
     waiting.delete(dropped)
-    if (socket === undefined || socket.destroyed || !socket.writable) {
+    if (socket === undefined || closing(socket)) {
       socket?.destroy()
       dropped()
       return
@@ -122,6 +129,18 @@ export function inTurn (request: FastifyRequest, reply: FastifyReply, done: Hook
   }
   waiting.add(dropped)
   res.once('socket', turn)
+}
+
+// The connection is going away: an answer closed it (reading stopped, or
+// Node ended the socket after it), or the client did.
+function closing (socket: HttpSocket): boolean {
+  return socket[kStopped] === true || socket.destroyed || !socket.writable
+}
+
+function dropUnprocessed (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+  request.log.info('pipelined request dropped unprocessed: the connection closed before its turn')
+  reply.hijack()
+  done()
 }
 
 // One 'close' listener per socket, however many requests wait on it.
