@@ -155,7 +155,16 @@ export const DEFAULT_CONCURRENCY = { postgres: 2, pglite: 1 } as const
 export const insertBatchSql =
   'INSERT INTO plants (id, name, tag) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) ' +
   'ON CONFLICT (id) DO NOTHING RETURNING id'
-export const selectBatchSql = 'SELECT id, name, tag FROM plants WHERE id = ANY($1::bigint[])'
+// The stored rows of ids the INSERT did not write, one row per request
+// (numbered by `i`, from 1), each with whether the request names exactly
+// the stored plant. The database compares, byte for byte (collation "C"):
+// PGlite drops a leading U+FEFF from text it returns, so text read back is
+// never what a replay is compared with.
+export const selectBatchSql =
+  'SELECT r.i::int AS i, p.name, p.tag, ' +
+  '(p.name IS NOT DISTINCT FROM r.name COLLATE "C" AND p.tag IS NOT DISTINCT FROM r.tag COLLATE "C") AS same ' +
+  'FROM unnest($1::bigint[], $2::text[], $3::text[]) WITH ORDINALITY AS r(id, name, tag, i) ' +
+  'JOIN plants p ON p.id = r.id'
 // Prepared once per connection: parsing and planning the INSERT cost the
 // PostgreSQL server about a third of its CPU per batch (bench/RESULTS.md).
 const insertStatement = { name: 'plants_insert_batch' }
@@ -393,19 +402,28 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
 
   // Answers the groups whose row is stored; returns those whose row is gone.
   const answerExisting = async (groups: Group[]): Promise<Group[]> => {
-    const rows = await db.query<{ id: unknown, name: string, tag: string | null }>(
-      selectBatchSql, [groups.map((g) => g.key)], selectStatement)
-    const stored = new Map<string, { name: string, tag: string | null }>()
-    for (const row of rows) stored.set(toId(row.id).toString(), row)
-    const missing: Group[] = []
+    const ids: string[] = []
+    const names: string[] = []
+    const tags: Array<string | null> = []
     for (const g of groups) {
-      const row = stored.get(g.key)
-      if (row === undefined) {
-        missing.push(g)
-        continue
+      for (const p of g.members) {
+        ids.push(g.key)
+        names.push(p.plant.name)
+        tags.push(p.plant.tag ?? null)
       }
-      const id = first(g).plant.id
-      answer(g, row.tag === null ? { id, name: row.name } : { id, name: row.name, tag: row.tag }, false, onAnswer)
+    }
+    const rows = await db.query<{ i: number, name: string, tag: string | null, same: boolean }>(
+      selectBatchSql, [ids, names, tags], selectStatement)
+    const byRequest = new Map<number, { name: string, tag: string | null, same: boolean }>()
+    for (const row of rows) byRequest.set(Number(row.i), row)
+    const missing: Group[] = []
+    let n = 0
+    for (const g of groups) {
+      const first = n + 1
+      n += g.members.length
+      // Every request of a group names the same id: stored for all, or none.
+      if (!byRequest.has(first)) missing.push(g)
+      else answerCompared(g, (i) => byRequest.get(first + i) as { name: string, tag: string | null, same: boolean }, onAnswer)
     }
     return missing
   }
@@ -464,6 +482,19 @@ function answer (g: Group, stored: PlantRecord, created: boolean, onAnswer: (kin
     const kind = created && i === 0 ? 'created' : samePlant(p.plant, stored) ? 'replayed' : 'conflict'
     onAnswer(kind)
     p.resolve({ kind, plant: kind === 'created' ? p.plant : stored })
+  }
+}
+
+// Every request of a group whose row was already stored, as the database
+// compared it: a replay is answered with the plant it sent (the same as the
+// stored one, byte for byte); a conflict reports the stored plant.
+function answerCompared (g: Group, row: (i: number) => { name: string, tag: string | null, same: boolean }, onAnswer: (kind: CreateOutcome['kind']) => void): void {
+  for (let i = 0; i < g.members.length; i++) {
+    const p = g.members[i] as Pending
+    const { name, tag, same } = row(i)
+    const kind = same ? 'replayed' : 'conflict'
+    onAnswer(kind)
+    p.resolve({ kind, plant: same ? p.plant : tag === null ? { id: p.plant.id, name } : { id: p.plant.id, name, tag } })
   }
 }
 
