@@ -1,6 +1,6 @@
 import t from 'tap'
 import { backends, listeningTestApp, TOKEN } from '../helper.js'
-import { answeredStatuses, rawExchange } from '../support/http.js'
+import { answeredStatuses, halfClosedExchange, rawExchange } from '../support/http.js'
 import { sleep } from '../support/postgres.js'
 
 // Several requests in one packet (HTTP/1.1 pipelining). Whatever follows,
@@ -69,6 +69,20 @@ for (const backend of backends()) {
         t.notOk((await storedIds()).includes(id), 'the create behind it was not stored')
       })
     }
+
+    await t.test('a client that half-closes after its create gets its 200, then the connection closes', async (t) => {
+      const out = await halfClosedExchange(port, create(3501), 10_000)
+      t.same(answeredStatuses(out.response), [200], 'answered 200')
+      t.ok(out.closedByServer, 'then the server closed its side too')
+      t.ok((await storedIds()).includes(3501), 'and the create was stored')
+    })
+
+    await t.test('two pipelined creates, then a half-close: both answered, in order, then closed', async (t) => {
+      const out = await halfClosedExchange(port, create(3502) + create(3503), 10_000)
+      t.same(answeredStatuses(out.response), [200, 200], 'both answered')
+      t.ok(out.closedByServer, 'then the server closed its side too')
+      t.same((await storedIds()).filter((id) => id === 3502 || id === 3503), [3502, 3503])
+    })
 
     await t.test('pipelined creates on a healthy connection are all answered, in order', async (t) => {
       const ids = [3301, 3302, 3303, 3304, 3305]

@@ -79,6 +79,33 @@ export async function rawExchange (port: number, chunks: Chunk[], limitMs: numbe
   return { response: Buffer.concat(received).toString('latin1'), elapsedMs, closedByServer }
 }
 
+// Sends raw bytes, then half-closes: the client shuts down its side (FIN),
+// as `nc -N` or `shutdown(SHUT_WR)` does, and goes on reading the answers
+// until the server closes the connection (or limitMs passes).
+export async function halfClosedExchange (port: number, data: string | Buffer, limitMs: number): Promise<RawExchange> {
+  const socket = net.connect({ host: '127.0.0.1', port, allowHalfOpen: true })
+  await new Promise<void>((resolve, reject) => {
+    socket.once('connect', resolve)
+    socket.once('error', reject)
+  })
+  const start = Date.now()
+  const received: Buffer[] = []
+  const closedByServer = await new Promise<boolean>((resolve) => {
+    const limit = setTimeout(() => resolve(false), limitMs)
+    socket.on('data', (c: Buffer) => received.push(c))
+    socket.on('error', () => {})
+    // The server's FIN: it has said everything it will.
+    socket.on('end', () => {
+      clearTimeout(limit)
+      resolve(true)
+    })
+    socket.end(data)
+  })
+  const elapsedMs = Date.now() - start
+  socket.destroy()
+  return { response: Buffer.concat(received).toString('latin1'), elapsedMs, closedByServer }
+}
+
 // Splits a raw HTTP/1.1 response into status, headers and body.
 export function parseRawResponse (raw: string): { status: number, headers: Record<string, string>, body: string } | undefined {
   const end = raw.indexOf('\r\n\r\n')
