@@ -4,6 +4,7 @@ import { answerUnmetExpectation, closeIfBodyUnread, continueWhenBodyWanted, requ
 import { errorHandler, notFoundHandler } from '../src/http/errors.js'
 import { everyAnswerHeaders } from '../src/http/headers.js'
 import { inTurn, type OnRequestStep } from '../src/http/connection.js'
+import { answerHalfClosedClients, checkNodeInternals } from '../src/http/node-internals.js'
 import { routeFirst } from '../src/http/routing.js'
 import { refuseWhileClosing } from '../src/http/shutdown.js'
 
@@ -13,9 +14,17 @@ import { refuseWhileClosing } from '../src/http/shutdown.js'
 // unmet Expect is answered in the Error shape and 100 Continue waits until
 // the body is wanted, an answer given before the body was read closes the
 // connection, requests arriving during shutdown are refused, and every
-// error, 404 included, takes the Error shape. (Malformed HTTP and
+// error, 404 included, takes the Error shape; a client that half-closes
+// after its request still gets its answer. Node's private fields are
+// checked first (src/http/node-internals.ts). (Malformed HTTP and
 // pre-routing errors are server options: src/app.ts.)
 async function httpEdge (fastify: FastifyInstance): Promise<void> {
+  const internals = await checkNodeInternals()
+  if (!internals.ok) {
+    fastify.log.warn({ failed: internals.failed },
+      'Node HTTP server internals are not as expected: safe mode, a request pipelined behind another is dropped unprocessed and its connection closed')
+  }
+  answerHalfClosedClients(fastify.server)
   fastify.setErrorHandler(errorHandler)
   fastify.setNotFoundHandler(notFoundHandler)
   const unrouted = routeFirst(fastify)

@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import { Socket } from 'node:net'
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import { currentResponse, nodeInternalsUsable, stopHandleReading } from './node-internals.js'
 
 // One connection's answers, in order and final. Two rules live here:
 // - after an answer that ends the connection (Connection: close, or an
@@ -9,43 +10,38 @@ import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fast
 // - pipelined requests are processed one at a time, in order, so a request
 //   is only processed when its answer can still be sent.
 //
-// It relies on Node's HTTP server internals (lib/_http_server.js, Node 20
-// and 22): a socket's `_httpMessage` is the response being written on it;
-// responses of later pipelined requests wait in a queue and get the socket,
-// with a 'socket' event, once the one before has finished; a finished
-// response that carried Connection: close ends the socket instead.
+// It relies on private fields of Node's HTTP server, all in
+// node-internals.ts, which checks them once at start-up. If the check
+// failed, a safe mode keeps the same rules without them: a request
+// pipelined behind one still being answered is dropped unprocessed, and
+// the connection closes once the answer under way is sent.
 
 const kStopped = Symbol('plant-store.connection.stopped')
 const kWaiting = Symbol('plant-store.connection.waiting')
+// Safe mode: the response being written on the socket, and whether the
+// connection closes after it.
+const kAnswering = Symbol('plant-store.connection.answering')
+const kCloseAfter = Symbol('plant-store.connection.close-after')
 
 interface HttpSocket extends Socket {
-  _httpMessage?: ServerResponse | null
-  // Node's http server pauses a socket with this set, and re-pauses it when
-  // it is resumed while set.
-  _paused?: boolean
-  _handle?: { readStop?: () => number, reading?: boolean } | null
   [kStopped]?: true
   [kWaiting]?: Set<() => void>
+  [kAnswering]?: ServerResponse
+  [kCloseAfter]?: true
 }
 
-// Stops reading from the socket at once, for good. Node's parser reads the
-// socket's handle directly; pausing the stream alone would not stop it, and
-// Node resumes a paused socket when its responses drain. The handle stops
-// reading, and stays marked as reading so neither Node's net module nor its
-// http server starts it again.
+// Stops reading from the socket at once, for good: pausing the stream alone
+// would not stop Node's parser (see stopHandleReading). In safe mode the
+// socket is only paused: whatever Node still parses from it is dropped
+// unprocessed (closing(), below).
 export function stopReading (socket: Socket): void {
   // app.inject's requests have a stand-in, not a socket.
   if (!(socket instanceof Socket)) return
   const s = socket as HttpSocket
   if (s[kStopped] === true) return
   s[kStopped] = true
-  s._paused = true
   s.pause()
-  const handle = s._handle
-  if (handle?.readStop !== undefined) {
-    handle.readStop()
-    handle.reading = true
-  }
+  if (nodeInternalsUsable()) stopHandleReading(s)
 }
 
 export function stoppedReading (socket: Socket): boolean {
@@ -72,7 +68,7 @@ export function afterEarlierAnswers (socket: Socket, then: (incomplete: ServerRe
       s.destroy()
       return
     }
-    const res = s._httpMessage
+    const res = nodeInternalsUsable() ? currentResponse(s) : s[kAnswering]
     if (res === null || res === undefined || res.writableFinished) return then(undefined)
     if (res.req.complete === false) return then(res)
     // 'close' follows 'finish' (Node has handed the socket on by then), or
@@ -91,9 +87,10 @@ export function afterEarlierAnswers (socket: Socket, then: (incomplete: ServerRe
 export type OnRequestStep = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void
 
 export function inTurn (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, next: OnRequestStep): void {
+  if (!nodeInternalsUsable()) return inTurnSafely(request, reply, done, next)
   const socket = request.raw.socket as HttpSocket | undefined
-  const current = socket?._httpMessage
   // undefined: not a socket of Node's server (app.inject).
+  const current = socket === undefined ? undefined : currentResponse(socket)
   if (socket === undefined || current === undefined) return next(request, reply, done)
   const res = reply.raw
   if (closing(socket)) {
@@ -129,6 +126,39 @@ export function inTurn (request: FastifyRequest, reply: FastifyReply, done: Hook
   }
   waiting.add(dropped)
   res.once('socket', turn)
+}
+
+// inTurn without Node's private fields: only a request alone on its
+// connection is processed. One that arrives while another is being answered
+// is dropped unprocessed, and the connection closes after the answer under
+// way (Connection: close when its head is not sent yet), so no request is
+// processed that cannot be answered in order.
+function inTurnSafely (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, next: OnRequestStep): void {
+  const socket = request.raw.socket
+  if (!(socket instanceof Socket)) return next(request, reply, done)
+  const s = socket as HttpSocket
+  const answering = s[kAnswering]
+  if (closing(s) || answering !== undefined) {
+    if (answering === undefined) s.destroy()
+    else closeAfter(s, answering)
+    dropUnprocessed(request, reply, done)
+    return
+  }
+  const res = reply.raw
+  s[kAnswering] = res
+  res.once('close', () => {
+    s[kAnswering] = undefined
+    // Node hands the socket to the dropped requests' responses next.
+    if (s[kCloseAfter] === true) s.end(() => s.destroy())
+  })
+  next(request, reply, done)
+}
+
+function closeAfter (s: HttpSocket, answering: ServerResponse): void {
+  if (s[kCloseAfter] === true) return
+  s[kCloseAfter] = true
+  stopReading(s)
+  if (!answering.headersSent) answering.setHeader('connection', 'close')
 }
 
 // The connection is going away: an answer closed it (reading stopped, or

@@ -65,12 +65,14 @@ export function closeIfBodyUnread (request: FastifyRequest, reply: FastifyReply,
 // Node answers Expect: 100-continue itself, before any check, unless the
 // server listens for 'checkContinue' (plugins/http-edge.ts does). The
 // client is told to send its body only when the body is about to be read:
-// authentication, routing and the media type have passed.
-export function continueWhenBodyWanted (_request: FastifyRequest, reply: FastifyReply, payload: RequestPayload, done: (err: null, payload: RequestPayload) => void): void {
-  const res = reply.raw as ServerResponse & { _expect_continue?: boolean }
-  if (res._expect_continue === true && !res.headersSent) {
-    res._expect_continue = false
-    res.writeContinue()
+// authentication, routing and the media type have passed. Node sends any
+// other expectation to 'checkExpectation' (answerUnmetExpectation) and
+// ignores Expect below HTTP/1.1, so an HTTP/1.1 request with an Expect
+// header that gets here asked for 100 Continue.
+export function continueWhenBodyWanted (request: FastifyRequest, reply: FastifyReply, payload: RequestPayload, done: (err: null, payload: RequestPayload) => void): void {
+  const req = request.raw
+  if (req.headers.expect !== undefined && req.httpVersionMajor === 1 && req.httpVersionMinor === 1 && !reply.raw.headersSent) {
+    reply.raw.writeContinue()
   }
   done(null, payload)
 }
