@@ -38,6 +38,11 @@ for (const backend of backends()) {
       await db.drop()
     })
     const port = Number(new URL(server.url).port)
+    // On PostgreSQL the service listens while its migrations still run.
+    for (let waited = 0; waited < 30_000; waited += 200) {
+      if ((await request(`${server.url}/health/ready`).catch(() => undefined))?.status === 200) break
+      await new Promise((resolve) => setTimeout(resolve, 200))
+    }
     // Stored or not, asked through the API: a different plant under a
     // stored id is 409, under a free one 200.
     const stored = async (id: number): Promise<boolean> => (await request(`${server.url}/plants`, {
