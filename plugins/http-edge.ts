@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { answerUnmetExpectation, closeIfBodyUnread, continueWhenBodyWanted, requireHostHeader } from '../src/http/edge.js'
+import type { Socket } from 'node:net'
+import { answerUnmetExpectation, closeIfBodyUnread, continueWhenBodyWanted, refuseConnect, refuseUnknownTransferCoding, requireHostHeader } from '../src/http/edge.js'
 import { errorHandler, notFoundHandler } from '../src/http/errors.js'
 import { everyAnswerHeaders } from '../src/http/headers.js'
 import { inTurn, type OnRequestStep } from '../src/http/connection.js'
@@ -10,7 +11,8 @@ import { refuseWhileClosing } from '../src/http/shutdown.js'
 
 // The connection edge, before any route: pipelined requests are processed
 // in turn, every answer carries the request id and nosniff, HTTP/1.1 needs a
-// Host, a request no route takes is answered before its body is read, an
+// Host, a transfer coding other than chunked is 501 and CONNECT 400, a
+// request no route takes is answered before its body is read, an
 // unmet Expect is answered in the Error shape and 100 Continue waits until
 // the body is wanted, an answer given before the body was read closes the
 // connection, requests arriving during shutdown are refused, and every
@@ -37,6 +39,7 @@ async function httpEdge (fastify: FastifyInstance): Promise<void> {
     if (reply.sent) return
     try {
       reply.headers(everyAnswerHeaders(request.id))
+      if (refuseUnknownTransferCoding(request, reply)) return
       requireHostHeader(request)
       // Answered here: the hooks after this one do not run.
       if (unrouted(request, reply) !== undefined || refused(request, reply)) return
@@ -47,6 +50,7 @@ async function httpEdge (fastify: FastifyInstance): Promise<void> {
     done()
   }
   fastify.addHook('onRequest', (request, reply, done) => inTurn(request, reply, done, checks))
+  fastify.server.on('connect', (req, socket: Socket) => refuseConnect(fastify.log, req, socket))
   fastify.server.on('checkExpectation', (req, res) => answerUnmetExpectation(fastify.log, req, res))
   // With a listener Node leaves 100 Continue to us: see continueWhenBodyWanted.
   fastify.server.on('checkContinue', (req, res) => fastify.server.emit('request', req, res))

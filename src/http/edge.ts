@@ -2,7 +2,7 @@ import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { Socket } from 'node:net'
 import { randomUUID } from 'node:crypto'
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest, RequestPayload } from 'fastify'
-import { HttpError, rawError } from './errors.js'
+import { HttpError, rawError, sendError } from './errors.js'
 import { afterEarlierAnswers, answerAndClose, stopReading, stoppedReading } from './connection.js'
 
 // The connection edge: what is checked and answered before a request reaches
@@ -22,21 +22,35 @@ export function genReqId (req: IncomingMessage): string {
 // (bad request line, oversized headers, timeouts) in the Error shape, when
 // the connection still allows an answer. Fastify calls it with the instance
 // as `this`. No request was parsed, so the request id is a fresh one.
-// Reading stops at once: whatever the client sends after this is never
-// processed. Answers already under way for earlier pipelined requests go
-// out first (a create that was stored keeps its answer); if one of them
-// closes the connection, this answer is never sent.
 export function clientErrorHandler (this: FastifyInstance, err: Error & { code?: string }, socket: Socket): void {
   if (err.code === 'ECONNRESET' || !socket.writable || stoppedReading(socket)) {
     socket.destroy()
     return
   }
-  stopReading(socket)
   const status = err.code === 'HPE_HEADER_OVERFLOW'
     ? 431
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
   const reqId = randomUUID()
   this.log.info({ reqId, status, code: err.code }, 'malformed HTTP answered')
+  answerLastWhenFree(socket, status, reqId)
+}
+
+// CONNECT asks for a tunnel, which only a proxy gives. Node hands it, with
+// the raw socket, to a 'connect' listener (plugins/http-edge.ts), or
+// destroys the socket without a word when there is none.
+export function refuseConnect (log: FastifyBaseLogger, req: IncomingMessage, socket: Socket): void {
+  const reqId = genReqId(req)
+  log.info({ reqId, status: 400, method: 'CONNECT' }, 'request rejected')
+  answerLastWhenFree(socket, 400, reqId, 'CONNECT is not served: this service is not a proxy')
+}
+
+// The last answer on a connection Fastify does not handle, in the Error
+// shape. Reading stops at once: whatever the client sends after this is
+// never processed. Answers already under way for earlier pipelined requests
+// go out first (a create that was stored keeps its answer); if one of them
+// closes the connection, this answer is never sent.
+function answerLastWhenFree (socket: Socket, status: number, reqId: string, message?: string): void {
+  stopReading(socket)
   afterEarlierAnswers(socket, (incomplete) => {
     // An answer to the incomplete request has started: another one would
     // corrupt the stream.
@@ -44,10 +58,24 @@ export function clientErrorHandler (this: FastifyInstance, err: Error & { code?:
       socket.destroy()
       return
     }
-    const { body, headers } = rawError(status, reqId)
+    const { body, headers } = rawError(status, reqId, message)
     const head = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('')
     answerAndClose(socket, `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n${head}\r\n${body}`)
   })
+}
+
+// RFC 9112 6.1: a transfer coding the server does not implement is answered
+// 501, and the connection closed. Node's parser decodes chunked only (and
+// refuses a request whose last coding is not chunked): a coding in front of
+// it (gzip, chunked) would reach the JSON parser undecoded. Answered before
+// the body is read. Returns true when it answered.
+export function refuseUnknownTransferCoding (request: FastifyRequest, reply: FastifyReply): boolean {
+  const coding = request.headers['transfer-encoding']
+  if (coding === undefined || /^[ \t]*chunked[ \t]*$/i.test(coding)) return false
+  request.log.info({ status: 501, transferEncoding: coding.slice(0, 100) }, 'request rejected')
+  reply.header('connection', 'close')
+  sendError(reply, 501, `Transfer-Encoding ${coding.slice(0, 100)} is not implemented: send the body as it is, or chunked`)
+  return true
 }
 
 // An answer given before the request body has fully arrived (401, 415, 413
