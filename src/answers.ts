@@ -64,6 +64,11 @@ export const createPlantErrors = {
     retry: 'Nothing was acknowledged. The same create is safe to retry (it is idempotent); report the X-Request-Id if it persists.',
     message: 'Internal Server Error'
   },
+  501: {
+    when: 'The body is sent with a Transfer-Encoding other than chunked (gzip, chunked, for example); the body is not read and the connection is closed.',
+    retry: 'Nothing was stored. Do not retry unchanged: send the body as it is, or chunked.',
+    message: 'Transfer-Encoding gzip, chunked is not implemented: send the body as it is, or chunked'
+  },
   503: {
     when: 'The database is unreachable or too slow, too many creates are waiting, or the service is shutting down.',
     retry: 'Safe to retry after the Retry-After delay: a 503 stored nothing; in the one case where the outcome of a write is unknown (the database connection dropped mid-statement), the retry answers 200 if the plant was stored.',

@@ -92,7 +92,8 @@ for (const backend of backends()) {
         401: await postPlant(app, '{"id": 1, "name": "Monstera"}', { 'content-type': 'application/json', authorization: 'Bearer wrong' }),
         409: await postPlant(app, '{"id": 1, "name": "Ficus"}'),
         413: await postPlant(app, JSON.stringify({ id: 2, name: 'x'.repeat(1_100_000) })),
-        415: await postPlant(app, '{"id": 1, "name": "Monstera"}', { ...jsonHeaders(), 'content-type': 'text/plain' })
+        415: await postPlant(app, '{"id": 1, "name": "Monstera"}', { ...jsonHeaders(), 'content-type': 'text/plain' }),
+        501: await postPlant(app, '{"id": 4, "name": "Monstera"}', { ...jsonHeaders(), 'transfer-encoding': 'gzip, chunked' })
       }
       await app.db.close()
       answers[503] = await postPlant(app, '{"id": 3, "name": "Monstera"}')

@@ -245,6 +245,22 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The body is sent with a Transfer-Encoding other than chunked (gzip, chunked, for example); the body is not read and the connection is closed. Nothing was stored. Do not retry unchanged: send the body as it is, or chunked. */
+            501: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 501,
+                     *       "message": "Transfer-Encoding gzip, chunked is not implemented: send the body as it is, or chunked"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description The database is unreachable or too slow, too many creates are waiting, or the service is shutting down. Safe to retry after the Retry-After delay: a 503 stored nothing; in the one case where the outcome of a write is unknown (the database connection dropped mid-statement), the retry answers 200 if the plant was stored. */
             503: {
                 headers: {
