@@ -120,6 +120,22 @@ export function parseRawResponse (raw: string): { status: number, headers: Recor
   return { status, headers, body: raw.slice(end + 4) }
 }
 
+// Every final answer in a raw exchange, in order (interim 1xx answers left
+// out), each body cut by its Content-Length and decoded as UTF-8.
+export function parseAnswers (raw: string): Array<{ status: number, headers: Record<string, string>, body: string }> {
+  const answers: Array<{ status: number, headers: Record<string, string>, body: string }> = []
+  let rest = raw
+  for (;;) {
+    const res = parseRawResponse(rest)
+    if (res === undefined || Number.isNaN(res.status)) return answers
+    const headEnd = rest.indexOf('\r\n\r\n') + 4
+    const length = res.status < 200 ? 0 : Number(res.headers['content-length'] ?? 0)
+    const body = Buffer.from(rest.slice(headEnd, headEnd + length), 'latin1').toString('utf8')
+    if (res.status >= 200) answers.push({ status: res.status, headers: res.headers, body })
+    rest = rest.slice(headEnd + length)
+  }
+}
+
 // The status codes of every final answer in a raw exchange, in order
 // (interim 1xx answers left out), each answer's body skipped by its
 // Content-Length.
