@@ -14,10 +14,11 @@ import { needsPostgres, proxiedDatabase, storedRows, timeUntil } from '../suppor
 // answers 200 with no restart. Everything over real HTTP.
 
 const DB_TIMEOUT_MS = 1000
-// A create waits for a writer at most DB_TIMEOUT_MS, its batch retries
-// inside DB_TIMEOUT_MS more, and a statement sent last may take the
-// driver's read timeout (DB_TIMEOUT_MS + 1 s). Plus slack for a busy machine.
-const CREATE_BOUND_MS = 3 * DB_TIMEOUT_MS + 1000 + 2000
+// A create waits for a writer at most DB_TIMEOUT_MS, its batch is sent
+// again for up to DB_TIMEOUT_MS more, and the last send may need a new
+// connection (DB_TIMEOUT_MS) and the driver's read timeout (DB_TIMEOUT_MS
+// + 1 s). Plus slack for a busy machine.
+const CREATE_BOUND_MS = 4 * DB_TIMEOUT_MS + 1000 + 2000
 // Probes time out at 1 s; the service answers well inside it. Slack for a
 // loaded machine, still far below the DB_TIMEOUT_MS the hung case uses.
 const READY_BOUND_MS = 2000
