@@ -11,7 +11,7 @@ import { withClient } from '../support/database.js'
 import { freePort, stageRuntime, startBuiltServer, type ServerProcess } from '../support/processes.js'
 import { startCreateLoad, loadFigures, type Answer } from './create-load.js'
 import {
-  adoptProcess, haPrerequisites, leader, primaryBehindProxy, removeLeftoverRuns, startHaCluster, syncStandby,
+  adoptProcess, cpuSeconds, haPrerequisites, leader, primaryBehindProxy, removeLeftoverRuns, startHaCluster, syncStandby,
   type HaCluster, type Node
 } from './ha-cluster.js'
 
@@ -56,6 +56,27 @@ interface Scenario {
   fire(cluster: HaCluster, primary: Node): Promise<void>
   // No answer but 200 allowed.
   noErrors: boolean
+  // Report the CPU each create costs, in steady load before the fault.
+  measureCpu?: boolean
+}
+
+const CPU_WINDOW_MS = 5000
+
+// CPU per acknowledged create over a few seconds of steady load: the
+// primary's PostgreSQL (synchronous replication included), the standby's,
+// and the service. Reported for bench/RESULTS.md, not asserted.
+async function measureCpu (t: Test, cluster: HaCluster, primary: Node, server: ServerProcess, acked: () => number): Promise<void> {
+  const standby = cluster.nodes.find((n) => n !== primary) as Node
+  const servicePid = server.child.pid as number
+  const sample = (): number[] => [performance.now(), acked(), cluster.postgresCpuSeconds(primary), cluster.postgresCpuSeconds(standby), cpuSeconds(servicePid, false)]
+  const before = sample()
+  await sleep(CPU_WINDOW_MS)
+  const after = sample()
+  const d = after.map((v, i) => v - (before[i] ?? 0))
+  const creates = d[1] ?? 0
+  const us = (cpu: number | undefined): string => (1e6 * (cpu ?? 0) / Math.max(1, creates)).toFixed(0)
+  t.comment(`figures: cpu: ${creates} creates acknowledged in ${secs(d[0] ?? 0)} (${(creates / ((d[0] ?? 1) / 1000)).toFixed(0)}/s); ` +
+    `CPU µs per create: primary PostgreSQL ${us(d[2])}, standby PostgreSQL ${us(d[3])}, service ${us(d[4])}`)
 }
 
 async function runScenario (t: Test, cluster: HaCluster, server: ServerProcess, url: string, s: Scenario): Promise<void> {
@@ -78,6 +99,7 @@ async function runScenario (t: Test, cluster: HaCluster, server: ServerProcess, 
   let recoveredAt = 0
   try {
     await waitFor('the load in swing', 60_000, () => acked() >= WARM_ACKS)
+    if (s.measureCpu === true) await measureCpu(t, cluster, primary, server, acked)
     faultAt = performance.now()
     await s.fire(cluster, primary)
     await waitFor('a new primary behind HAProxy', 90_000, async () => {
@@ -144,6 +166,7 @@ async function main (): Promise<void> {
       tag: 'switchover',
       firstId: 1_000_000,
       noErrors: true,
+      measureCpu: true,
       async fire (cluster, primary) {
         const candidate = cluster.nodes.find((n) => n !== primary) as Node
         const r = await cluster.patronictl(['switchover', '--leader', primary.name, '--candidate', candidate.name, '--force'])

@@ -91,6 +91,19 @@ function runProcesses (dir: string): ProcInfo[] {
   return [...found.values()]
 }
 
+// CPU seconds (user + system) of a process, with its reaped children's when
+// asked; 0 once it is gone. Fields 14–17 of /proc/PID/stat, in ticks.
+export function cpuSeconds (pid: number, withReapedChildren: boolean): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number)
+    const ticks = (f[11] ?? 0) + (f[12] ?? 0) + (withReapedChildren ? (f[13] ?? 0) + (f[14] ?? 0) : 0)
+    return ticks / 100
+  } catch {
+    return 0
+  }
+}
+
 const ADOPTED = 'adopted.json'
 
 function adoptedProcesses (dir: string): Array<{ pid: number, command: string }> {
@@ -209,6 +222,9 @@ export interface HaCluster {
   startNode(node: Node): void
   // The pids of a node's Patroni and PostgreSQL postmaster.
   pids(node: Node): { patroni?: number, postgres?: number }
+  // CPU seconds a node's PostgreSQL has used so far: the postmaster, its
+  // live children and those it has reaped.
+  postgresCpuSeconds(node: Node): number
   log(): string
 }
 
@@ -379,6 +395,11 @@ export async function startHaCluster (): Promise<HaCluster> {
       const pidFile = join(n.dataDir, 'postmaster.pid')
       const postgres = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8').split('\n')[0]) : undefined
       return { patroni: n.patroni?.pid, postgres: postgres !== undefined && alive(postgres) ? postgres : undefined }
+    },
+    postgresCpuSeconds: (n) => {
+      const pm = cluster.pids(n).postgres
+      if (pm === undefined) return 0
+      return cpuSeconds(pm, true) + processes().filter((p) => p.ppid === pm).reduce((sum, p) => sum + cpuSeconds(p.pid, false), 0)
     },
     log: () => output
   }
