@@ -99,14 +99,14 @@ export type PlantStore = ReturnType<typeof createPlantStore>
 // Orchestrators and balancers give a probe 1 s by default: the check ends
 // before that, however long DB_TIMEOUT_MS is (it is set long to ride out a
 // failover) and however the database hangs.
-export const READY_TIMEOUT_MS = 800
+const READY_TIMEOUT_MS = 800
 
 // Ready means writable: a standby answers SELECT 1 and refuses every write.
 // Not writable raises the error a write would get (25006), so the check
 // fails and the pool drops the connection, as it drops every connection a
 // statement failed on: a session that started read-only (a database set
 // read-only, then writable again) is never handed to a create.
-export const writableSql =
+const writableSql =
   'DO $$ BEGIN IF pg_is_in_recovery() OR current_setting(\'transaction_read_only\')::boolean THEN ' +
   'RAISE EXCEPTION \'the database does not accept writes\' USING ERRCODE = \'read_only_sql_transaction\'; END IF; END $$'
 
