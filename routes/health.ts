@@ -25,7 +25,8 @@ export class ProbesAtDebug extends LogController {
 }
 
 // Public probes for orchestrators: live while the process runs, ready while
-// the database answers and the schema is migrated.
+// the schema is migrated and the database accepts writes (a standby or a
+// read-only database is not ready), answered within a probe's second.
 const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/health/live', {
     schema: { hide: true, response: { 200: Status } }

@@ -17,8 +17,10 @@ export interface ServerTimeouts {
   // A connection with no traffic either way while a request is open (a
   // client that stops reading the answer) closes after this. It must exceed
   // the longest a handler can take: a create waits for a writer up to
-  // DB_TIMEOUT_MS, may need a new connection (DB_TIMEOUT_MS), then its
-  // statement (DB_TIMEOUT_MS on the server, + 1 s for the driver's read).
+  // DB_TIMEOUT_MS, its batch is sent again while the database is away for
+  // up to DB_TIMEOUT_MS more, and the last send may need a new connection
+  // (DB_TIMEOUT_MS), then its statement (DB_TIMEOUT_MS on the server, + 1 s
+  // for the driver's read).
   connectionTimeoutMs: number
   checkIntervalMs: number
 }
@@ -28,7 +30,7 @@ export function serverTimeouts (config: Pick<Config, 'dbTimeoutMs'>, overrides: 
     headersTimeoutMs: 10_000,
     requestTimeoutMs: 30_000,
     keepAliveTimeoutMs: 65_000,
-    connectionTimeoutMs: Math.max(60_000, 3 * config.dbTimeoutMs + 10_000),
+    connectionTimeoutMs: Math.max(60_000, 4 * config.dbTimeoutMs + 10_000),
     checkIntervalMs: 1_000,
     ...overrides
   }

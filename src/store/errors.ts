@@ -18,8 +18,21 @@ const networkCodes = new Set([
 // 3D000: the database named in DATABASE_URL does not exist yet (a deploy
 // step creates it after the service starts): waited for like a server
 // that is not up yet.
+// 25006 (read_only_sql_transaction): the server refuses writes. Behind an
+// HA proxy that is a standby or a primary being demoted for a moment, so
+// it is the database being unavailable, not a fault of the code: a write
+// there is answered 503 and, like every failed statement, its connection
+// is dropped by the pool, never reused. 57P04: the database was dropped
+// under the connection; 57P05: the server ended an idle session.
 export const DATABASE_MISSING = '3D000'
-const unavailableStates = new Set(['57P01', '57P02', '57P03', '53300', '57014', '53000', '53100', '53200', DATABASE_MISSING])
+const READ_ONLY = '25006'
+const unavailableStates = new Set([
+  '57P01', '57P02', '57P03', '57P04', '57P05', '53300', '57014', '53000', '53100', '53200',
+  DATABASE_MISSING, READ_ONLY
+])
+
+// The store itself was closed (shutdown): waiting will not bring it back.
+const closedMessages = ['PGlite is closed', 'Cannot use a pool after calling end']
 
 const unavailableMessages = [
   'Connection terminated',
@@ -28,8 +41,7 @@ const unavailableMessages = [
   'Client has encountered a connection error',
   'Connection ended',
   'connection timeout',
-  'PGlite is closed',
-  'Cannot use a pool after calling end'
+  ...closedMessages
 ]
 
 export function isUnavailable (err: unknown): boolean {
@@ -40,6 +52,17 @@ export function isUnavailable (err: unknown): boolean {
     if (networkCodes.has(code) || unavailableStates.has(code) || code.startsWith('08')) return true
   }
   return unavailableMessages.some((m) => err.message.includes(m))
+}
+
+// An unavailable database that may come back within a create's deadline (a
+// failover, a restart, a cut network), so the same write is worth sending
+// again: not a closed store, and not a deadline of the service's own (a
+// StoreUnavailableError with no database error under it).
+export function isTransient (err: unknown): boolean {
+  if (!isUnavailable(err) || !(err instanceof Error)) return false
+  const cause = err instanceof StoreUnavailableError ? err.cause : err
+  if (!(cause instanceof Error)) return false
+  return !closedMessages.some((m) => cause.message.includes(m))
 }
 
 export function asStoreError (err: unknown): unknown {

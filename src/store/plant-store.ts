@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { type Db, toId } from './db.js'
-import { asStoreError, isUnavailable, StoreUnavailableError } from './errors.js'
+import { asStoreError, isTransient, isUnavailable, StoreUnavailableError } from './errors.js'
 
 // The plant store answers every create: created, replayed (the same plant
 // was already stored), conflict (a different one was), or unavailable (a
@@ -21,8 +21,8 @@ export type CreateOutcome =
 
 export interface PlantStoreOptions {
   // DB_TIMEOUT_MS: how long a create may wait for a writer, and how long
-  // one batch may take to write (see the batching writer); bounds the
-  // readiness check as a whole.
+  // one batch may take to write, retries included (see the batching
+  // writer). The readiness check is held to the shorter READY_TIMEOUT_MS.
   timeoutMs: number
   // True once the migrations are applied; until then creates are refused.
   ready: () => boolean
@@ -77,11 +77,12 @@ export function createPlantStore (db: Db, { timeoutMs, ready, log, writer: write
       if (!ready()) return Promise.reject(new StoreUnavailableError('The database is not ready yet'))
       return writer.create(plant)
     },
-    // The database answers within the timeout and migrations are applied.
+    // Migrations are applied and the database accepts writes, answered
+    // within a probe's timeout.
     async isReady (): Promise<boolean> {
       if (!ready()) return false
       try {
-        await withDeadline(db.query('SELECT 1'), timeoutMs, 'readiness check')
+        await withDeadline(db.query(writableSql), Math.min(timeoutMs, READY_TIMEOUT_MS), 'readiness check')
         return true
       } catch (err) {
         // Asked by every probe: at debug. An outage shows at warn where it
@@ -94,6 +95,20 @@ export function createPlantStore (db: Db, { timeoutMs, ready, log, writer: write
 }
 
 export type PlantStore = ReturnType<typeof createPlantStore>
+
+// Orchestrators and balancers give a probe 1 s by default: the check ends
+// before that, however long DB_TIMEOUT_MS is (it is set long to ride out a
+// failover) and however the database hangs.
+const READY_TIMEOUT_MS = 800
+
+// Ready means writable: a standby answers SELECT 1 and refuses every write.
+// Not writable raises the error a write would get (25006), so the check
+// fails and the pool drops the connection, as it drops every connection a
+// statement failed on: a session that started read-only (a database set
+// read-only, then writable again) is never handed to a create.
+const writableSql =
+  'DO $$ BEGIN IF pg_is_in_recovery() OR current_setting(\'transaction_read_only\')::boolean THEN ' +
+  'RAISE EXCEPTION \'the database does not accept writes\' USING ERRCODE = \'read_only_sql_transaction\'; END IF; END $$'
 
 // Bounds a read as a whole: the readiness check, and the SELECT that
 // answers creates whose id was already stored. The work is not cancelled,
@@ -174,6 +189,22 @@ const selectStatement = { name: 'plants_select_batch' }
 // transaction that rolled back in between: write it again, a bounded number
 // of times.
 const MAX_ATTEMPTS = 5
+
+// Pauses between sends of a batch while the database is away (a failover
+// moves the primary in seconds): doubling from the first, capped, with
+// jitter so the replicas of the service do not retry in step.
+const RETRY_FIRST_MS = 25
+const RETRY_MAX_MS = 500
+
+// Waits before retry number n (from 0) unless the wait would end past the
+// deadline; true when it waited, so the batch may be sent again. A writer
+// with no deadline has nothing to bound its retries: it sends once.
+async function pauseBeforeRetry (n: number, deadline: number): Promise<boolean> {
+  const ms = Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** n) * (0.5 + Math.random() / 2)
+  if (!Number.isFinite(deadline) || performance.now() + ms >= deadline) return false
+  await new Promise((resolve) => setTimeout(resolve, ms))
+  return true
+}
 
 function samePlant (a: PlantRecord, b: { name: string, tag?: string | null }): boolean {
   return a.name === b.name && (a.tag ?? null) === (b.tag ?? null)
@@ -302,7 +333,10 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
   // creates expire would otherwise always be rolled back, and a busy queue
   // would write nothing at all. No INSERT (a retry, a row written alone)
   // starts past the deadline, and the SELECT answering stored ids, which
-  // writes nothing, is held to it.
+  // writes nothing, is held to it. A batch that failed because the
+  // database is away (isTransient) is sent again after a pause, as long as
+  // the pause ends before the deadline: a failover the deadline covers
+  // shows callers no error.
   const writeBatch = async (batch: Pending[]): Promise<void> => {
     const event: WriteBatch = { id: ++batches, creates: batch }
     tell((o) => o.batchStarted?.(event))
@@ -322,6 +356,7 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
   // any, so writing rows one by one can stop when the database is gone.
   const settle = async (groups: Group[], deadline: number): Promise<unknown> => {
     let pending = groups
+    let outageRetries = 0
     for (let attempt = 1; pending.length > 0; attempt++) {
       if (attempt > MAX_ATTEMPTS) {
         const err = new Error(`plant rows vanished ${MAX_ATTEMPTS} times between INSERT and SELECT`)
@@ -341,6 +376,14 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
           ? []
           : await withDeadline(answerExisting(unanswered), Math.max(0, deadline - performance.now()), 'reading the stored plants')
       } catch (err) {
+        // Safe to send again: a row the failed statement did store is found
+        // stored and answered as a replay. Not a vanished row, so the
+        // attempt is not counted.
+        if (isTransient(err) && await pauseBeforeRetry(outageRetries++, deadline)) {
+          pending = unanswered
+          attempt--
+          continue
+        }
         if (isUnavailable(err) || unanswered.length === 1) {
           const failure = asStoreError(err)
           failAll(unanswered, failure)

@@ -38,6 +38,10 @@ export function openPostgres ({ url, timeoutMs, log, poolSize = 10 }: PostgresOp
   // process would crash. The pool drops that client and opens a new one later.
   pool.on('error', (err) => log.warn({ err }, 'idle database connection failed'))
 
+  // pool.query releases its client with the error when a statement fails,
+  // and the pool then closes that client rather than keep it: a session on a
+  // demoted primary or a read-only database (25006) is never handed to the
+  // next create. test/process/read-only-database.test.ts holds it to that.
   const wrap = (client: pg.Pool | pg.PoolClient): Sql => ({
     async query<R extends Row = Row>(text: string, params?: unknown[], options?: QueryOptions) {
       try {

@@ -210,7 +210,8 @@ for (const backend of backends()) {
 
     t.test('an unavailable database fails every request of the batch with 503, without retrying row by row', async (t) => {
       const db = controlled(base)
-      const writer = createBatchWriter(db, { concurrency: 1 })
+      const timeoutMs = 300
+      const writer = createBatchWriter(db, { concurrency: 1, timeoutMs })
       const release = db.hold()
       const head = writer.create(plant(400n, 'Head'))
       await turns()
@@ -220,8 +221,47 @@ for (const backend of backends()) {
       t.equal((await head).kind, 'created')
       const failed = await outcomes(rest)
       t.ok(failed.every((o) => o instanceof StoreUnavailableError && o.statusCode === 503), 'all three: StoreUnavailableError')
-      t.same(db.inserts.slice(-1), [['401', '402']], 'no row-by-row retry against a database that is gone')
+      const sends = db.inserts.slice(1)
+      t.ok(sends.length > 1, `the batch was sent again while its deadline allowed (${sends.length} sends)`)
+      t.ok(sends.every((ids) => ids.join() === '401,402'), 'always the whole batch: no row-by-row retry against a database that is gone')
       t.same((await storedRows(base, 400n, 402n)).map((r) => r.id), ['400'])
+    })
+
+    t.test('a batch refused as read-only (a standby, a demoted primary) is sent again and stored once writable', async (t) => {
+      const db = controlled(base)
+      const writer = createBatchWriter(db, { concurrency: 1, timeoutMs: 5000 })
+      const release = db.hold()
+      const head = writer.create(plant(410n, 'Head'))
+      await turns()
+      const rest = [411n, 412n, 412n].map(async (id) => await writer.create(plant(id, 'Row', 'ha')))
+      let refusals = 3
+      db.failWith = (ids) => ids.length > 1 && refusals-- > 0
+        ? Object.assign(new Error('cannot execute INSERT in a read-only transaction'), { code: '25006' })
+        : undefined
+      release()
+      t.equal((await head).kind, 'created')
+      t.same((await Promise.all(rest)).map((o) => o.kind), ['created', 'created', 'replayed'], 'answered as if nothing had happened')
+      t.same(db.inserts.slice(1), Array(4).fill(['411', '412']), 'three refusals, then the same batch stored, never row by row')
+      t.same(await storedRows(base, 410n, 412n), [
+        { id: '410', name: 'Head', tag: null }, { id: '411', name: 'Row', tag: 'ha' }, { id: '412', name: 'Row', tag: 'ha' }])
+    })
+
+    t.test('a read-only database to the deadline: 503 for the batch, and no send starts past it', async (t) => {
+      const db = controlled(base)
+      const timeoutMs = 300
+      const writer = createBatchWriter(db, { concurrency: 1, timeoutMs })
+      const sentAt: number[] = []
+      db.failWith = () => {
+        sentAt.push(performance.now())
+        return Object.assign(new Error('cannot execute INSERT in a read-only transaction'), { code: '25006' })
+      }
+      const start = performance.now()
+      const failed = await outcomes([420n, 421n].map(async (id) => await writer.create(plant(id, 'Row'))))
+      t.ok(failed.every((o) => o instanceof StoreUnavailableError && o.statusCode === 503), 'both: StoreUnavailableError (503), not a 500')
+      t.ok(sentAt.length > 1, `sent ${sentAt.length} times`)
+      t.ok(sentAt.every((at) => at - start < timeoutMs + 50), 'every send started inside the deadline (taken at once)')
+      t.ok(db.inserts.every((ids) => ids.length === 2), 'never row by row')
+      t.same(await storedRows(base, 420n, 421n), [])
     })
 
     t.test('past the queue bound a create is refused at once with 503', async (t) => {

@@ -1,0 +1,203 @@
+// The service through real PostgreSQL failovers: `npm run test:failover`
+// (not part of `npm test`). Patroni + etcd + HAProxy on loopback ports (see
+// ha-cluster.ts); the built service is one real process whose DATABASE_URL
+// is HAProxy's address. Under a 32-connection create load it fires a
+// planned switchover, then the loss of the primary node (kill -9 of its
+// Patroni and PostgreSQL). Without root or the packages, this says why and
+// runs nothing.
+import t, { type Test } from 'tap'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { withClient } from '../support/database.js'
+import { freePort, stageRuntime, startBuiltServer, type ServerProcess } from '../support/processes.js'
+import { startCreateLoad, loadFigures, type Answer } from './create-load.js'
+import {
+  adoptProcess, cpuSeconds, haPrerequisites, leader, primaryBehindProxy, removeLeftoverRuns, startHaCluster, syncStandby,
+  type HaCluster, type Node
+} from './ha-cluster.js'
+
+const TOKEN = 'failover-token-7d2e'
+// Long enough for a create to ride out a planned switchover (a few seconds
+// here), as a deployment behind an HA proxy sets it.
+const DB_TIMEOUT_MS = 15_000
+const CONNECTIONS = 32
+// Bounds on each scenario's load; throughput here swings 700–9,800
+// creates/s, so the bound on count only matters on a fast machine.
+const MAX_CREATES = 200_000
+const MAX_LOAD_MS = 120_000
+// Acknowledged creates before the fault: the load is in full swing.
+const WARM_ACKS = 1000
+// Answers acknowledged after recovery before the load stops.
+const AFTER_ACKS = 1000
+const RECOVERY_LIMIT_MS = 30_000
+
+const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`
+
+async function waitFor (what: string, limitMs: number, check: () => Promise<boolean> | boolean): Promise<void> {
+  const start = performance.now()
+  while (!(await check())) {
+    if (performance.now() - start > limitMs) throw new Error(`${what}: not within ${limitMs} ms`)
+    await sleep(200)
+  }
+}
+
+// The rows of ids [from, to) as the primary holds them, read directly.
+async function storedOnPrimary (cluster: HaCluster, from: number, to: number): Promise<Map<number, { name: string, tag: string | null }>> {
+  const node = await leader(cluster) as Node
+  const rows = await withClient(cluster.nodeUrl(node), async (c) => (await c.query<{ id: string, name: string, tag: string | null }>(
+    'SELECT id::text AS id, name, tag FROM plants WHERE id >= $1 AND id < $2', [from, to])).rows)
+  return new Map(rows.map((r) => [Number(r.id), { name: r.name, tag: r.tag }]))
+}
+
+interface Scenario {
+  name: string
+  tag: string
+  firstId: number
+  // Fires the fault; resolves once it is under way.
+  fire(cluster: HaCluster, primary: Node): Promise<void>
+  // No answer but 200 allowed.
+  noErrors: boolean
+  // Report the CPU each create costs, in steady load before the fault.
+  measureCpu?: boolean
+}
+
+const CPU_WINDOW_MS = 5000
+
+// CPU per acknowledged create over a few seconds of steady load: the
+// primary's PostgreSQL (synchronous replication included), the standby's,
+// and the service. Reported for bench/RESULTS.md, not asserted.
+async function measureCpu (t: Test, cluster: HaCluster, primary: Node, server: ServerProcess, acked: () => number): Promise<void> {
+  const standby = cluster.nodes.find((n) => n !== primary) as Node
+  const servicePid = server.child.pid as number
+  const sample = (): number[] => [performance.now(), acked(), cluster.postgresCpuSeconds(primary), cluster.postgresCpuSeconds(standby), cpuSeconds(servicePid, false)]
+  const before = sample()
+  await sleep(CPU_WINDOW_MS)
+  const after = sample()
+  const d = after.map((v, i) => v - (before[i] ?? 0))
+  const creates = d[1] ?? 0
+  const us = (cpu: number | undefined): string => (1e6 * (cpu ?? 0) / Math.max(1, creates)).toFixed(0)
+  t.comment(`figures: cpu: ${creates} creates acknowledged in ${secs(d[0] ?? 0)} (${(creates / ((d[0] ?? 1) / 1000)).toFixed(0)}/s); ` +
+    `CPU µs per create: primary PostgreSQL ${us(d[2])}, standby PostgreSQL ${us(d[3])}, service ${us(d[4])}`)
+}
+
+async function runScenario (t: Test, cluster: HaCluster, server: ServerProcess, url: string, s: Scenario): Promise<void> {
+  await waitFor('a synchronous standby', 90_000, async () => await syncStandby(cluster) !== undefined)
+  const primary = await leader(cluster) as Node
+  const pid = server.child.pid
+  const load = startCreateLoad({
+    url,
+    token: TOKEN,
+    connections: CONNECTIONS,
+    firstId: s.firstId,
+    maxCreates: MAX_CREATES,
+    maxMs: MAX_LOAD_MS,
+    answerTimeoutMs: 4 * DB_TIMEOUT_MS + 10_000,
+    tag: s.tag
+  })
+  const acked = (after = -Infinity): number => load.answers.filter((a) => a.status === 200 && a.doneAt > after).length
+  let answers: Answer[] = []
+  let faultAt = 0
+  let recoveredAt = 0
+  try {
+    await waitFor('the load in swing', 60_000, () => acked() >= WARM_ACKS)
+    if (s.measureCpu === true) await measureCpu(t, cluster, primary, server, acked)
+    faultAt = performance.now()
+    await s.fire(cluster, primary)
+    await waitFor('a new primary behind HAProxy', 90_000, async () => {
+      const port = await primaryBehindProxy(cluster)
+      return port !== undefined && port !== primary.pgPort
+    })
+    recoveredAt = performance.now()
+    await waitFor('creates acknowledged again', 60_000, () => acked(recoveredAt) >= AFTER_ACKS)
+  } finally {
+    answers = await load.stop()
+  }
+  const figures = loadFigures(answers, faultAt)
+  const stored = await storedOnPrimary(cluster, s.firstId, s.firstId + answers.length)
+  const ok = answers.filter((a) => a.status === 200)
+  const lost = ok.filter((a) => { const row = stored.get(a.id); return row?.name !== a.name || row?.tag !== a.tag })
+  const after = answers.filter((a) => a.sentAt > faultAt + figures.firstOkAgainMs)
+
+  t.comment(`figures: ${s.name}: answers ${JSON.stringify(figures.byStatus)}, acknowledged lost ${lost.length}, ` +
+    `first 200 again ${secs(figures.firstOkAgainMs)} after the fault (pause began ${secs(figures.pauseStartMs)}), ` +
+    `new primary behind HAProxy after ${secs(recoveredAt - faultAt)}`)
+  t.same(lost.map((a) => a.id).slice(0, 10), [], `every create answered 200 (${ok.length}) is stored with its name and tag`)
+  t.equal(figures.byStatus[500] ?? 0, 0, 'no 500')
+  t.same(Object.keys(figures.byStatus).filter((k) => k !== '200' && k !== '503'), [], 'only 200 and 503, every create answered')
+  if (s.noErrors) t.same(Object.keys(figures.byStatus), ['200'], 'no answer but 200')
+  t.ok(figures.firstOkAgainMs <= RECOVERY_LIMIT_MS, `a 200 again within ${secs(RECOVERY_LIMIT_MS)} (${secs(figures.firstOkAgainMs)})`)
+  t.same(after.filter((a) => a.status !== 200).map((a) => a.status).slice(0, 10), [], `creates sent once writes were acknowledged again all answered 200 (${after.length})`)
+  t.equal(server.child.pid, pid, 'the same service process')
+  t.ok(server.child.exitCode === null && server.child.signalCode === null, 'still running')
+}
+
+async function main (): Promise<void> {
+  const removed = await removeLeftoverRuns()
+  if (removed.length > 0) t.comment(`removed a killed run's leftovers: ${removed.join(', ')}`)
+  const runtime = await stageRuntime()
+  const started = performance.now()
+  let cluster: HaCluster
+  try {
+    cluster = await startHaCluster()
+  } finally {
+    // Teardown of whatever was started, even by a failed start.
+    t.teardown(async () => {
+      const stop = performance.now()
+      await removeLeftoverRuns(true)
+      t.comment(`cluster removed in ${secs(performance.now() - stop)}`)
+    })
+  }
+  t.comment(`cluster up (etcd, two Patroni nodes in synchronous_mode, HAProxy) in ${secs(performance.now() - started)}`)
+  const port = await freePort()
+  const url = `http://127.0.0.1:${port}`
+  const server = startBuiltServer(t, runtime, {
+    NODE_ENV: 'production',
+    API_TOKENS: TOKEN,
+    LOG_LEVEL: 'warn',
+    PORT: String(port),
+    DATABASE_URL: cluster.proxyUrl,
+    DB_TIMEOUT_MS: String(DB_TIMEOUT_MS)
+  })
+  adoptProcess(cluster.dir, server.child.pid as number, 'dist/src/server.js')
+  await server.waitFor(`${url}/health/ready`)
+
+  await t.test('a planned switchover: no answer but 200, nothing acknowledged lost', async (t) => {
+    await runScenario(t, cluster, server, url, {
+      name: 'switchover',
+      tag: 'switchover',
+      firstId: 1_000_000,
+      noErrors: true,
+      measureCpu: true,
+      async fire (cluster, primary) {
+        const candidate = cluster.nodes.find((n) => n !== primary) as Node
+        const r = await cluster.patronictl(['switchover', '--leader', primary.name, '--candidate', candidate.name, '--force'])
+        t.equal(r.status, 0, `patronictl switchover: ${r.stdout.trim().split('\n').pop() ?? ''} ${r.stderr.trim()}`)
+      }
+    })
+  })
+
+  await t.test('the primary node lost: 503 only until a new primary, then 200, nothing acknowledged lost', async (t) => {
+    await runScenario(t, cluster, server, url, {
+      name: 'node loss',
+      tag: 'node-loss',
+      firstId: 2_000_000,
+      noErrors: false,
+      async fire (cluster, primary) {
+        const pids = cluster.pids(primary)
+        t.ok(pids.patroni !== undefined && pids.postgres !== undefined, 'the primary\'s Patroni and PostgreSQL are running')
+        for (const pid of [pids.patroni, pids.postgres]) if (pid !== undefined) process.kill(pid, 'SIGKILL')
+      }
+    })
+  })
+
+  await t.test('the service stops cleanly after both failovers', async (t) => {
+    t.same(await server.stop(), { code: 0, signal: null }, 'exit 0')
+  })
+}
+
+const ready = haPrerequisites()
+if (!ready.ok) {
+  t.comment(`no HA stack: ${ready.reason}`)
+  t.plan(0, `no HA stack, nothing run: ${ready.reason}`)
+} else {
+  await main()
+}
