@@ -32,7 +32,7 @@ ENV NODE_ENV=production \
 WORKDIR /app
 COPY package.json package-lock.json ./
 # No TypeScript here: `npm start` and `npm run migrate` run the compiled
-# JavaScript (in a checkout they run through tsc or tsx).
+# JavaScript (in a checkout they run the TypeScript source through tsx).
 RUN npm pkg set scripts.start="node dist/src/server.js" scripts.migrate="node dist/src/migrate.js"
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist

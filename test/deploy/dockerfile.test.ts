@@ -83,7 +83,13 @@ t.test('the final stage runs node on the compiled entry as a non-root user', asy
   t.ok(argv, 'CMD is in exec form: no shell between the engine and node')
   t.same(argv, ['node', 'dist/src/server.js'], 'CMD runs node itself, not npm')
   t.equal(all(final, 'ENTRYPOINT').length, 0, 'no ENTRYPOINT wraps the command')
-  t.match(pkg.scripts.start ?? '', /node dist\/src\/server\.js$/, 'the same entry npm start runs')
+  // npm start in the image is rewritten to the compiled entry; in a checkout
+  // it runs that entry's TypeScript source.
+  const rewrite = runs(final).find((r) => /\bnpm pkg set\b/.test(r)) ?? ''
+  t.match(rewrite, /\bscripts\.start="node dist\/src\/server\.js"/, 'npm start in the image runs the same entry')
+  t.match(rewrite, /\bscripts\.migrate="node dist\/src\/migrate\.js"/, 'npm run migrate in the image runs the compiled migrate')
+  t.match(pkg.scripts.start ?? '', /\bsrc\/server\.ts$/, 'npm start in a checkout runs its source')
+  t.match(pkg.scripts.migrate ?? '', /\bsrc\/migrate\.ts$/, 'and npm run migrate the source of the same migrate')
   t.equal(inStage(final, cmd as never, 'dist/src/server.js'), join(inStage(final, cmd as never, '.'), 'dist/src/server.js'))
   const stopSignal = last(final, 'STOPSIGNAL')?.args.trim()
   t.ok(stopSignal === undefined || stopSignal === 'SIGTERM', 'the engine stops it with SIGTERM')
