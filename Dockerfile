@@ -1,7 +1,7 @@
 # Production dependencies only. The only stage that sees .npmrc (registry
 # settings, possibly a token): the runtime stage copies node_modules from
 # here and never holds it.
-FROM node:22-bookworm-slim AS deps
+FROM node:26-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
 # npm leaves the scopes of omitted packages (@tapjs/, @types/ …) as empty
@@ -11,7 +11,7 @@ RUN npm ci --omit=dev --no-audit --no-fund \
 
 # Build: the dev dependencies (TypeScript) compile src/, plugins/ and routes/
 # to dist/, src/migrate.ts included.
-FROM node:22-bookworm-slim AS build
+FROM node:26-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
 RUN npm ci --no-audit --no-fund
@@ -24,7 +24,7 @@ RUN npm run build:service
 
 # Run: production dependencies, the compiled JavaScript and the SQL
 # migrations, which the service reads from migrations/ beside dist/.
-FROM node:22-bookworm-slim AS runtime
+FROM node:26-bookworm-slim AS runtime
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=3000 \
@@ -32,7 +32,7 @@ ENV NODE_ENV=production \
 WORKDIR /app
 COPY package.json package-lock.json ./
 # No TypeScript here: `npm start` and `npm run migrate` run the compiled
-# JavaScript (in a checkout they run through tsc or tsx).
+# JavaScript (in a checkout they run the TypeScript source through tsx).
 RUN npm pkg set scripts.start="node dist/src/server.js" scripts.migrate="node dist/src/migrate.js"
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist

@@ -1,16 +1,18 @@
 import { execFile, spawnSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { root } from '../support/processes.js'
 
 // A Docker engine for the container test, the way CI and people get one:
-//   eval "$(../shared/tools/docker-up.sh node:22-bookworm-slim)"
+//   eval "$(../shared/tools/docker-up.sh node:26-bookworm-slim)"
 // The script starts dockerd with no bridge network (every container runs with
 // --network host, every build with --network host) and makes the base images
 // exist. Its stdout is `export NAME=value` lines, applied here to
 // process.env; its progress goes to stderr.
-export const BASE_IMAGE = 'node:22-bookworm-slim'
+// The image is the Dockerfile's own base (every stage uses the same one, which
+// test/deploy/dockerfile.test.ts checks), so the Node line is pinned only there.
+export const BASE_IMAGE = /^FROM\s+(\S+)/m.exec(readFileSync(join(root, 'Dockerfile'), 'utf8'))?.[1] ?? 'no FROM in the Dockerfile'
 // DOCKER_UP_SCRIPT replaces it (a machine with its own engine, or to see the
 // no-engine path: DOCKER_UP_SCRIPT=/nonexistent).
 const DOCKER_UP = process.env.DOCKER_UP_SCRIPT ?? join(root, '..', 'shared', 'tools', 'docker-up.sh')

@@ -71,7 +71,7 @@ function defineTests (): void {
     t.equal(inspect?.Config.User, 'node', 'USER node')
     t.notOk(inspect?.Config.Env.some((e) => /TOKEN|PASSWORD|SECRET/i.test(e)), 'no secret in the image environment')
 
-    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { dependencies: Record<string, string> }
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { dependencies: Record<string, string>, engines: { node: string } }
     // Dev-only packages as the lock file marks them: typescript, tap, tsx and
     // everything only they pull in (yaml, say, is also a production package's).
     const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> }
@@ -88,7 +88,7 @@ function defineTests (): void {
       })
       const names = JSON.parse(process.env.NAMES)
       console.log(JSON.stringify({
-        uid: process.getuid(),
+        uid: process.getuid(), node: process.version,
         dev: names.dev.filter(has), prod: names.prod.filter(has),
         files: walk('/app'),
         npmrc: ['/app/.npmrc', path.join(os.homedir(), '.npmrc'), '/usr/local/etc/npmrc'].filter((f) => fs.existsSync(f)),
@@ -96,8 +96,10 @@ function defineTests (): void {
       }))`
     const names = JSON.stringify({ dev: devOnly, prod: Object.keys(pkg.dependencies) })
     const out = await dockerOk(runArgs(IMAGE, { env: { NAMES: names }, argv: ['node', '-e', script] }, ['--rm']))
-    const seen = JSON.parse(out) as { uid: number, dev: string[], prod: string[], files: string[], npmrc: string[], scripts: Record<string, string> }
+    const seen = JSON.parse(out) as { uid: number, node: string, dev: string[], prod: string[], files: string[], npmrc: string[], scripts: Record<string, string> }
     t.not(seen.uid, 0, `runs as uid ${seen.uid}, not root`)
+    const newest = Math.max(...[...pkg.engines.node.matchAll(/\^(\d+)\./g)].map((m) => Number(m[1])))
+    t.equal(Number(/^v(\d+)\./.exec(seen.node)?.[1]), newest, `runs Node ${seen.node}, the newest line engines names`)
     t.ok(devOnly.includes('typescript') && devOnly.includes('tap') && devOnly.includes('tsx'), `${devOnly.length} dev-only packages to look for`)
     t.same(seen.dev, [], 'none of them installed')
     t.same(seen.prod, Object.keys(pkg.dependencies), 'every production dependency installed')
