@@ -164,17 +164,17 @@ async function main (): Promise<void> {
   if (removed.length > 0) t.comment(`removed a killed run's leftovers: ${removed.join(', ')}`)
   const runtime = await stageRuntime()
   const started = performance.now()
-  let cluster: HaCluster
-  try {
-    cluster = await startHaCluster()
-  } finally {
-    // Teardown of whatever was started, even by a failed start.
-    t.teardown(async () => {
-      const stop = performance.now()
-      await removeLeftoverRuns(true)
-      t.comment(`cluster removed in ${secs(performance.now() - stop)}`)
-    })
-  }
+  const up: { cluster?: HaCluster } = {}
+  // Teardown of whatever was started, even by a failed start; a failed run
+  // shows what the cluster said last.
+  t.teardown(async () => {
+    if (up.cluster !== undefined && !t.passing()) t.comment(`the cluster's output, last lines:\n${up.cluster.log().split('\n').slice(-80).join('\n')}`)
+    const stop = performance.now()
+    await removeLeftoverRuns(true)
+    t.comment(`cluster removed in ${secs(performance.now() - stop)}`)
+  })
+  const cluster = await startHaCluster()
+  up.cluster = cluster
   t.comment(`cluster up (etcd, two Patroni nodes in synchronous_mode, HAProxy) in ${secs(performance.now() - started)}`)
   const start = async (label: string, dbTimeoutMs: number, connections: number, idOffset: number): Promise<Service> => {
     const port = await freePort()
