@@ -216,10 +216,10 @@ export interface HaCluster {
   nodeUrl(node: Node): string
   // What Patroni's REST API says about the cluster.
   members(): Promise<Member[]>
+  // A node's Patroni configuration file.
+  configPath(node: Node): string
   // patronictl with this cluster's configuration (not blocking the load).
   patronictl(args: string[]): Promise<{ status: number | null, stdout: string, stderr: string }>
-  // Starts a node's Patroni again (after a kill).
-  startNode(node: Node): void
   // The pids of a node's Patroni and PostgreSQL postmaster.
   pids(node: Node): { patroni?: number, postgres?: number }
   // CPU seconds a node's PostgreSQL has used so far: the postmaster, its
@@ -306,23 +306,9 @@ export async function fetchJson (url: string): Promise<{ status: number, body: u
   }
 }
 
-// Builds and starts the cluster; the caller removes it with removeRun(dir).
-export async function startHaCluster (): Promise<HaCluster> {
-  const user = postgresUser() as { uid: number, gid: number }
-  const dir = mkdtempSync(join(tmpdir(), RUN_PREFIX))
-  // mkdtemp makes it 0700: the nodes, run as postgres, must reach their directories.
-  chmodSync(dir, 0o755)
-  writeFileSync(join(dir, 'owner.pid'), String(process.pid))
-  const scope = `plantstore-${dir.slice(-6).toLowerCase()}`
-  const ports: number[] = []
-  while (ports.length < 7) {
-    const port = await freePort()
-    if (!ports.includes(port)) ports.push(port)
-  }
-  const [etcdPort, etcdPeer, proxyPort, ...nodePorts] = ports as [number, number, number, ...number[]]
-  const nodes: Node[] = ['node1', 'node2'].map((name, i) => ({
-    name, pgPort: nodePorts[2 * i] as number, restPort: nodePorts[2 * i + 1] as number, dataDir: join(dir, name, 'data')
-  }))
+// Spawns the run's processes (as postgres when asked), their output kept
+// for a failure's message and in the run directory's run.log.
+function processRunner (dir: string, user: { uid: number, gid: number }): { run: (argv: string[], asPostgres?: boolean) => ChildProcess, output: () => string } {
   let output = ''
   const run = (argv: string[], asPostgres = false): ChildProcess => {
     const child = spawn(argv[0] as string, argv.slice(1), {
@@ -332,7 +318,6 @@ export async function startHaCluster (): Promise<HaCluster> {
       ...(asPostgres ? { uid: user.uid, gid: user.gid } : {})
     })
     const name = argv[0]?.split('/').pop() ?? ''
-    // Kept for a failure's message, and in the run directory while it lasts.
     const keep = (d: Buffer): void => {
       const text = d.toString().replace(/^(?=.)/gm, `${name}: `)
       output = (output + text).slice(-200_000)
@@ -344,68 +329,97 @@ export async function startHaCluster (): Promise<HaCluster> {
     child.stderr?.on('data', keep)
     return child
   }
-  for (const n of nodes) {
-    mkdirSync(join(dir, n.name), { recursive: true })
-    chownSync(join(dir, n.name), user.uid, user.gid)
+  return { run, output: () => output }
+}
+
+// n distinct free loopback ports.
+async function freePorts (n: number): Promise<number[]> {
+  const ports: number[] = []
+  while (ports.length < n) {
+    const port = await freePort()
+    if (!ports.includes(port)) ports.push(port)
   }
-  mkdirSync(join(dir, 'etcd'))
-  run(['/usr/bin/etcd', '--name', 'etcd1', '--data-dir', join(dir, 'etcd', 'data'),
-    '--listen-client-urls', `http://127.0.0.1:${etcdPort}`, '--advertise-client-urls', `http://127.0.0.1:${etcdPort}`,
-    '--listen-peer-urls', `http://127.0.0.1:${etcdPeer}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${etcdPeer}`,
-    '--initial-cluster', `etcd1=http://127.0.0.1:${etcdPeer}`, '--initial-cluster-state', 'new', '--enable-v2=true'])
-  await waitUntil('etcd healthy', 30_000, async () => (await fetchJson(`http://127.0.0.1:${etcdPort}/health`)).status === 200)
+  return ports
+}
 
-  const configPath = (n: Node): string => join(dir, n.name, 'patroni.yml')
-  for (const n of nodes) {
-    writeFileSync(configPath(n), patroniConfig({ scope, dir, etcdPort }, n))
-    chownSync(configPath(n), user.uid, user.gid)
-  }
-  const startNode = (n: Node): void => { n.patroni = run(['/usr/bin/patroni', configPath(n)], true) }
-  // The first node bootstraps alone, so it is the first primary.
-  startNode(nodes[0] as Node)
-  await waitUntil('node1 primary', 90_000, async () => (await fetchJson(`http://127.0.0.1:${nodes[0]?.restPort}/primary`)).status === 200)
-  startNode(nodes[1] as Node)
-
-  writeFileSync(join(dir, 'haproxy.cfg'), haproxyConfig(proxyPort, nodes))
-  run(['/usr/sbin/haproxy', '-db', '-f', join(dir, 'haproxy.cfg')])
-
-  const members = async (): Promise<Member[]> => {
+// Builds and starts the cluster; removeLeftoverRuns(true) removes it, also
+// after a failed start (whose error ends with the processes' output).
+export async function startHaCluster (): Promise<HaCluster> {
+  const user = postgresUser() as { uid: number, gid: number }
+  const dir = mkdtempSync(join(tmpdir(), RUN_PREFIX))
+  // mkdtemp makes it 0700: the nodes, run as postgres, must reach their directories.
+  chmodSync(dir, 0o755)
+  writeFileSync(join(dir, 'owner.pid'), String(process.pid))
+  const [etcdPort, etcdPeer, proxyPort, ...nodePorts] = await freePorts(7) as [number, number, number, ...number[]]
+  const nodes: Node[] = ['node1', 'node2'].map((name, i) => ({
+    name, pgPort: nodePorts[2 * i] as number, restPort: nodePorts[2 * i + 1] as number, dataDir: join(dir, name, 'data')
+  }))
+  const { run, output } = processRunner(dir, user)
+  const cluster = clusterHandle(dir, etcdPort, proxyPort, nodes, output)
+  try {
+    mkdirSync(join(dir, 'etcd'))
+    run(['/usr/bin/etcd', '--name', 'etcd1', '--data-dir', join(dir, 'etcd', 'data'),
+      '--listen-client-urls', `http://127.0.0.1:${etcdPort}`, '--advertise-client-urls', `http://127.0.0.1:${etcdPort}`,
+      '--listen-peer-urls', `http://127.0.0.1:${etcdPeer}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${etcdPeer}`,
+      '--initial-cluster', `etcd1=http://127.0.0.1:${etcdPeer}`, '--initial-cluster-state', 'new', '--enable-v2=true'])
+    await waitUntil('etcd healthy', 30_000, async () => (await fetchJson(`http://127.0.0.1:${etcdPort}/health`)).status === 200)
     for (const n of nodes) {
-      const { status, body } = await fetchJson(`http://127.0.0.1:${n.restPort}/cluster`)
-      if (status === 200) return (body as { members: Member[] }).members
+      mkdirSync(join(dir, n.name), { recursive: true })
+      chownSync(join(dir, n.name), user.uid, user.gid)
+      writeFileSync(cluster.configPath(n), patroniConfig({ scope: cluster.scope, dir, etcdPort }, n))
+      chownSync(cluster.configPath(n), user.uid, user.gid)
     }
-    return []
+    const startNode = (n: Node): void => { n.patroni = run(['/usr/bin/patroni', cluster.configPath(n)], true) }
+    // The first node bootstraps alone, so it is the first primary.
+    startNode(nodes[0] as Node)
+    await waitUntil('node1 primary', 90_000, async () => (await fetchJson(`http://127.0.0.1:${nodes[0]?.restPort}/primary`)).status === 200)
+    startNode(nodes[1] as Node)
+    writeFileSync(join(dir, 'haproxy.cfg'), haproxyConfig(proxyPort, nodes))
+    run(['/usr/sbin/haproxy', '-db', '-f', join(dir, 'haproxy.cfg')])
+    await waitUntil('a synchronous standby', 120_000, async () => await syncStandby(cluster) !== undefined)
+    await waitUntil('HAProxy routing to the primary', 30_000, async () => await primaryBehindProxy(cluster) !== undefined)
+  } catch (err) {
+    throw new Error(`${(err as Error).message}\n--- the cluster's output, last lines:\n${output().split('\n').slice(-60).join('\n')}`)
   }
-  const cluster: HaCluster = {
+  return cluster
+}
+
+function clusterHandle (dir: string, etcdPort: number, proxyPort: number, nodes: Node[], output: () => string): HaCluster {
+  const configPath = (n: Node): string => join(dir, n.name, 'patroni.yml')
+  const pids = (n: Node): { patroni?: number, postgres?: number } => {
+    const pidFile = join(n.dataDir, 'postmaster.pid')
+    const postgres = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8').split('\n')[0]) : undefined
+    return { patroni: n.patroni?.pid, postgres: postgres !== undefined && alive(postgres) ? postgres : undefined }
+  }
+  return {
     dir,
-    scope,
+    scope: `plantstore-${dir.slice(-6).toLowerCase()}`,
     etcdPort,
     proxyPort,
     nodes,
+    configPath,
     proxyUrl: `postgres://postgres:ha-test@127.0.0.1:${proxyPort}/postgres`,
     nodeUrl: (n) => `postgres://postgres:ha-test@127.0.0.1:${n.pgPort}/postgres`,
-    members,
+    async members () {
+      for (const n of nodes) {
+        const { status, body } = await fetchJson(`http://127.0.0.1:${n.restPort}/cluster`)
+        if (status === 200) return (body as { members: Member[] }).members
+      }
+      return []
+    },
     patronictl: async (args) => await new Promise((resolve) => {
       execFile('/usr/bin/patronictl', ['-c', configPath(nodes[0] as Node), ...args],
         { encoding: 'utf8', timeout: 120_000, env: { PATH: process.env.PATH ?? '', LANG: 'C.UTF-8', HOME: dir } },
         (err, stdout, stderr) => resolve({ status: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr }))
     }),
-    startNode,
-    pids: (n) => {
-      const pidFile = join(n.dataDir, 'postmaster.pid')
-      const postgres = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8').split('\n')[0]) : undefined
-      return { patroni: n.patroni?.pid, postgres: postgres !== undefined && alive(postgres) ? postgres : undefined }
-    },
+    pids,
     postgresCpuSeconds: (n) => {
-      const pm = cluster.pids(n).postgres
+      const pm = pids(n).postgres
       if (pm === undefined) return 0
       return cpuSeconds(pm, true) + processes().filter((p) => p.ppid === pm).reduce((sum, p) => sum + cpuSeconds(p.pid, false), 0)
     },
-    log: () => output
+    log: output
   }
-  await waitUntil('a synchronous standby', 120_000, async () => await syncStandby(cluster) !== undefined)
-  await waitUntil('HAProxy routing to the primary', 30_000, async () => await primaryBehindProxy(cluster) !== undefined)
-  return cluster
 }
 
 // The member Patroni calls the synchronous standby, streaming.
