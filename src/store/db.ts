@@ -19,12 +19,24 @@ export interface Sql {
 
 export interface Db extends Sql {
   readonly kind: 'postgres' | 'pglite'
+  // Batches the plant store keeps in flight at once: what this backend
+  // runs side by side to good effect.
+  readonly writers: number
+  // One statement that writes, whose effect must not be committed once
+  // `deadline` (performance.now()) has passed: each backend bounds a write
+  // already sent in its own way, and a write is never raced against a timer
+  // (its caller must be told what the database did).
+  writeBefore<R extends Row = Row>(deadline: number, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]>
   // Runs fn on one connection inside BEGIN … COMMIT (ROLLBACK when it throws).
   transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T>
   close(): Promise<void>
   // PostgreSQL: the pool's connections now (for metrics). PGlite has no pool.
   poolStats?(): PoolStats
 }
+
+// What a backend's connection offers before the plant store's write rules
+// are added to it (pglite.ts adds them to the embedded thread's).
+export type Connection = Omit<Db, 'writers' | 'writeBefore'>
 
 export interface PoolStats {
   // Connections open, idle among them, and callers waiting for one.

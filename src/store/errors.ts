@@ -79,3 +79,20 @@ export function sqlState (err: unknown): string | undefined {
   }
   return undefined
 }
+
+// Bounds a read as a whole: the readiness check, and the SELECT that
+// answers creates whose id was already stored. The work is not cancelled,
+// so this is only for statements that write nothing: a 503 from here is
+// true. A write is never raced against a timer (see Db.writeBefore).
+export async function withDeadline<T> (work: Promise<T>, ms: number, what: string): Promise<T> {
+  if (!Number.isFinite(ms)) return await work
+  let timer: NodeJS.Timeout | undefined
+  const expired = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new StoreUnavailableError(`${what} took longer than ${ms} ms`)), ms)
+  })
+  try {
+    return await Promise.race([work, expired])
+  } finally {
+    clearTimeout(timer)
+  }
+}

@@ -2,7 +2,7 @@ import { Worker } from 'node:worker_threads'
 import { setImmediate } from 'node:timers/promises'
 import { extname } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import type { Db, Row, Sql } from './db.js'
+import type { Connection, Row, Sql } from './db.js'
 import { asStoreError, StoreUnavailableError } from './errors.js'
 import { errorFromData, type PgliteThreadData, type Reply, type Request, type Started } from './pglite-protocol.js'
 
@@ -61,7 +61,7 @@ function charsOf (value: unknown): number {
 // PGlite is open there. Every error comes back through asStoreError, as
 // from PGlite on this thread; a thread that dies fails what it was doing
 // and everything after with StoreUnavailableError (503), never a hang.
-export async function pgliteOverThread (worker: Worker): Promise<Db> {
+export async function pgliteOverThread (worker: Worker): Promise<Connection> {
   await started(worker)
 
   const pending = new Map<number, { resolve: (value: unknown) => void, reject: (err: unknown) => void }>()

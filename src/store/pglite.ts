@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import type { Db } from './db.js'
+import type { Connection, Db, QueryOptions, Row } from './db.js'
+import { StoreUnavailableError } from './errors.js'
 import { makeWritableDirectory } from '../directory.js'
 import { lockDataDir } from './data-dir-lock.js'
 import { pgliteOverThread, startPgliteThread } from './pglite-worker.js'
@@ -30,7 +31,7 @@ export async function openPglite (dataDir: string): Promise<Db> {
       '-c', `max_connections=${PGLITE_MAX_CONNECTIONS}`
     ]
   }
-  let db: Db
+  let db: Connection
   try {
     // A new directory is initialised (initdb) by a thread that then ends:
     // a thread that stays on after initdb keeps ~450 MB more resident
@@ -45,6 +46,20 @@ export async function openPglite (dataDir: string): Promise<Db> {
   }
   return {
     ...db,
+    // PGlite runs one statement at a time: a second batch would only wait
+    // inside it.
+    writers: 1,
+    // PGlite cannot cancel a statement (WebAssembly has no timer signal), so
+    // a write runs in a transaction that is rolled back when it ends past
+    // its deadline; the writer's byte bound per batch keeps that overrun
+    // short.
+    async writeBefore<R extends Row = Row> (deadline: number, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]> {
+      return await db.transaction(async (tx) => {
+        const written = await tx.query<R>(text, params, options)
+        if (performance.now() > deadline) throw new StoreUnavailableError('writing the batch passed its deadline; rolled back')
+        return written
+      })
+    },
     async close () {
       try {
         await db.close()

@@ -66,6 +66,15 @@ export function openPostgres ({ url, timeoutMs, log, poolSize = 10 }: PostgresOp
   return {
     kind: 'postgres',
     ...poolSql,
+    // One slow statement (say, waiting on a row lock another instance
+    // holds) does not stall every create; more writers make smaller
+    // batches and cost the server more per row (bench/RESULTS.md).
+    writers: 2,
+    // The server ends a statement past statement_timeout (57014, nothing
+    // stored: a true 503); one that commits is answered by what it did,
+    // however late.
+    writeBefore: async <R extends Row = Row>(_deadline: number, text: string, params?: unknown[], options?: QueryOptions) =>
+      await poolSql.query<R>(text, params, options),
     async transaction (fn) {
       let client: pg.PoolClient
       try {

@@ -7,7 +7,8 @@ import { openPglite } from '../../src/store/pglite.js'
 import { openPostgres } from '../../src/store/postgres.js'
 import { migrate } from '../../src/store/migrate.js'
 import { StoreUnavailableError } from '../../src/store/errors.js'
-import { createBatchWriter, createPlantStore, insertBatchSql, type BatchWriterOptions, type CreateOutcome, type PlantRecord } from '../../src/store/plant-store.js'
+import { createBatchWriter, createPlantStore, type BatchWriterOptions, type CreateOutcome, type PlantRecord } from '../../src/store/plant-store.js'
+import { insertBatchSql } from '../../src/store/batch-write.js'
 import { assertErrorShape, backends, createTestDatabase, postPlant, testConfig, type BackendName } from '../helper.js'
 
 // A Db whose batch INSERTs are recorded and can be held back or made to fail.
@@ -26,18 +27,20 @@ interface ControlledDb extends Db {
 
 function controlled (db: Db): ControlledDb {
   let gate: Promise<void> | undefined
-  const intercept = async <R extends Row> (target: Sql, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]> => {
-    if (text !== insertBatchSql) return await target.query<R>(text, params, options)
+  // run sends the statement on: the target's query, or the Db's own write.
+  const intercept = async <R extends Row> (run: (text: string, params?: unknown[], options?: QueryOptions) => Promise<R[]>, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]> => {
+    if (text !== insertBatchSql) return await run(text, params, options)
     const ids = (params?.[0] ?? []) as string[]
     c.inserts.push(ids)
     c.names.push(options?.name)
     if (gate !== undefined) await gate
     const failure = c.failWith?.(ids)
     if (failure !== undefined) throw failure
-    const rows = await target.query<R>(text, params, options)
+    const rows = await run(text, params, options)
     c.returned++
     return rows
   }
+  const via = <R extends Row>(target: Sql) => async (text: string, params?: unknown[], options?: QueryOptions) => await target.query<R>(text, params, options)
   const c: ControlledDb = {
     kind: db.kind,
     inserts: [],
@@ -49,13 +52,18 @@ function controlled (db: Db): ControlledDb {
       gate = new Promise((resolve) => { open = resolve })
       return () => { gate = undefined; open() }
     },
+    writers: db.writers,
     query: async <R extends Row = Row> (text: string, params?: unknown[], options?: QueryOptions) =>
-      await intercept<R>(db, text, params, options),
+      await intercept<R>(via<R>(db), text, params, options),
+    // The Db's own bound on the write (PGlite's rollback past the deadline)
+    // applies to the statement once the gate lets it through.
+    writeBefore: async <R extends Row = Row> (deadline: number, text: string, params?: unknown[], options?: QueryOptions) =>
+      await intercept<R>(async (t, p, o) => await db.writeBefore<R>(deadline, t, p, o), text, params, options),
     exec: async (text) => await db.exec(text),
     // Statements inside a transaction are recorded and held the same way.
     transaction: async (fn) => await db.transaction(async (tx) => await fn({
       query: async <R extends Row = Row> (text: string, params?: unknown[], options?: QueryOptions) =>
-        await intercept<R>(tx, text, params, options),
+        await intercept<R>(via<R>(tx), text, params, options),
       exec: async (text) => await tx.exec(text)
     })),
     close: async () => await db.close()

@@ -1,0 +1,134 @@
+import type { CreateOutcome, PlantRecord } from './plant-record.js'
+import { StoreUnavailableError } from './errors.js'
+
+// The creates waiting for a write, and when each batch of them is sent:
+// first in, first out, a bounded number waiting, each for a bounded time,
+// a bounded number of batches in flight. What a batch's write does is the
+// caller's (batch-write.ts); the queue only decides when and with what.
+
+export interface Pending {
+  plant: PlantRecord
+  // performance.now() past which it may no longer be sent.
+  expiresAt: number
+  resolve: (outcome: CreateOutcome) => void
+  reject: (err: unknown) => void
+}
+
+export interface WriteQueueOptions {
+  // Rows in one batch at most.
+  maxBatch: number
+  // Characters of names and tags in one batch at most (a batch holds at
+  // least one row), so one batch's write fits in its deadline.
+  maxBatchBytes: number
+  // Creates waiting at most; past it enqueue refuses (503), so a stalled
+  // database turns into quick answers and bounded memory, not a backlog.
+  maxQueue: number
+  // Batches in flight at once.
+  concurrency: number
+  // How long a create may wait to be sent; past it, refused (503): true,
+  // nothing was written. Infinity: no bound.
+  timeoutMs: number
+}
+
+export interface WriteQueue {
+  // Resolves or rejects when the batch holding the create is written;
+  // rejects at once when the queue is full.
+  enqueue(plant: PlantRecord): Promise<CreateOutcome>
+  full(): boolean
+  depth(): number
+  inFlight(): number
+}
+
+// `write` answers every create of its batch itself and never rejects.
+export function createWriteQueue (options: WriteQueueOptions, write: (batch: Pending[]) => Promise<void>): WriteQueue {
+  const { maxBatch, maxBatchBytes, maxQueue, concurrency, timeoutMs } = options
+  const queue: Pending[] = []
+  let inFlight = 0
+  const expiry = expiryTimer(queue, timeoutMs)
+
+  // Takes the next batch: live creates, up to maxBatch rows and
+  // maxBatchBytes of names and tags (at least one row).
+  const take = (): Pending[] => {
+    expiry.dropExpired()
+    let rows = 0
+    let bytes = 0
+    for (const p of queue) {
+      bytes += p.plant.name.length + (p.plant.tag?.length ?? 0)
+      if (rows === maxBatch || (rows > 0 && bytes > maxBatchBytes)) break
+      rows++
+    }
+    const batch = queue.splice(0, rows)
+    expiry.arm()
+    return batch
+  }
+
+  // No timer: a batch starts in the check phase of the event loop turn in
+  // which its first create arrived, once the requests whose bytes were read
+  // in that same turn have queued too; under load the batches form while
+  // earlier ones are in flight. Starting at once, in the request's own
+  // microtasks, would send the first create of every turn alone.
+  let scheduled = false
+  const schedule = (): void => {
+    if (scheduled) return
+    scheduled = true
+    setImmediate(pump)
+  }
+  const pump = (): void => {
+    scheduled = false
+    while (inFlight < concurrency && queue.length > 0) {
+      const batch = take()
+      if (batch.length === 0) break
+      inFlight++
+      write(batch).finally(() => {
+        inFlight--
+        schedule()
+      })
+    }
+  }
+
+  const full = (): boolean => queue.length >= maxQueue
+  return {
+    full,
+    enqueue (plant) {
+      if (full()) {
+        return Promise.reject(new StoreUnavailableError(`${queue.length} creates are already waiting for the database`))
+      }
+      return new Promise<CreateOutcome>((resolve, reject) => {
+        queue.push({ plant, expiresAt: performance.now() + timeoutMs, resolve, reject })
+        if (queue.length === 1) expiry.arm()
+        if (inFlight < concurrency) schedule()
+      })
+    },
+    depth: () => queue.length,
+    inFlight: () => inFlight
+  }
+}
+
+// The queue is FIFO and every create gets the same timeout, so the head
+// expires first: one timer, armed for the head's expiry, serves the queue.
+function expiryTimer (queue: Pending[], timeoutMs: number): { dropExpired: () => void, arm: () => void } {
+  let timer: NodeJS.Timeout | undefined
+  let armedFor = Infinity
+  const dropExpired = (): void => {
+    const now = performance.now()
+    let n = 0
+    while (n < queue.length && (queue[n] as Pending).expiresAt <= now) n++
+    if (n === 0) return
+    const err = new StoreUnavailableError(`create waited ${timeoutMs} ms for the database; nothing was written`)
+    for (const p of queue.splice(0, n)) p.reject(err)
+  }
+  const arm = (): void => {
+    const at = queue[0]?.expiresAt ?? Infinity
+    if (timer !== undefined && at === armedFor) return
+    clearTimeout(timer)
+    timer = undefined
+    armedFor = at
+    if (!Number.isFinite(at)) return
+    timer = setTimeout(() => {
+      timer = undefined
+      dropExpired()
+      arm()
+    }, Math.max(0, at - performance.now()))
+  }
+  return { dropExpired, arm }
+}
