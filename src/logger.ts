@@ -7,7 +7,42 @@ import { serializeError } from './error-log.js'
 // pino JSON lines, each with the request id (Fastify's reqId). The token
 // never reaches a log line: Fastify does not log headers, and should a
 // serializer ever include them, redaction removes it.
-export function loggerOptions (config: Pick<Config, 'logLevel' | 'production'>): FastifyServerOptions['logger'] {
+// The service's log destination: stdout, written asynchronously so a
+// request never waits on a write. Lines gather in memory up to minLength
+// bytes (under load a write carries many lines) and at most
+// LOG_FLUSH_INTERVAL_MS, so a quiet service's lines still appear promptly.
+// flushLog waits for what is buffered and in flight, on shutdown and before
+// a fatal exit; pino's own exit hook writes the buffer but skips a write
+// still in flight.
+export const LOG_MIN_LENGTH = 4096
+export const LOG_FLUSH_INTERVAL_MS = 250
+
+export type LogDestination = ReturnType<typeof pino.destination>
+
+export function logDestination (): LogDestination {
+  return pino.destination({ dest: 1, sync: false, minLength: LOG_MIN_LENGTH, periodicFlush: LOG_FLUSH_INTERVAL_MS })
+}
+
+// Resolves once every line given to `destination` has been written, or
+// after boundMs (stdout blocked by a reader that stopped): an exit is never
+// held up for long.
+export async function flushLog (destination: LogDestination, boundMs = 2_000): Promise<void> {
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, boundMs)
+    try {
+      // fsync of a pipe fails (EINVAL) after the write: the lines are out.
+      destination.flush(() => { clearTimeout(timer); resolve() })
+    } catch {
+      clearTimeout(timer)
+      resolve()
+    }
+  })
+}
+
+// pino JSON lines, each with the request id (Fastify's reqId). The token
+// never reaches a log line: Fastify does not log headers, and should a
+// serializer ever include them, redaction removes it.
+export function loggerOptions (config: Pick<Config, 'logLevel' | 'production'>, destination?: LogDestination): FastifyServerOptions['logger'] {
   const options: Exclude<FastifyServerOptions['logger'], boolean | undefined> = {
     level: config.logLevel,
     // Database errors without the plant data they can carry: src/error-log.ts.
@@ -23,12 +58,8 @@ export function loggerOptions (config: Pick<Config, 'logLevel' | 'production'>):
   // dependency is installed; containers and log shippers get JSON.
   if (!config.production && process.stdout.isTTY && hasPinoPretty()) {
     options.transport = { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } }
-  } else {
-    // Written before the call returns. pino's default stdout stream writes in
-    // the background, and a line still being written when the process exits
-    // (the "stopped" line, a fatal start-up line) is lost: its exit-time
-    // flush skips a write in flight, and flush(cb) does not wait for it.
-    options.stream = pino.destination({ dest: 1, sync: true })
+  } else if (destination !== undefined) {
+    options.stream = destination
   }
   return options
 }
