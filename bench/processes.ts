@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process'
+import { closeSync, openSync, readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { freePort, residentBytes } from '../test/support/processes.js'
 
@@ -13,17 +14,22 @@ export interface Server {
   stop(): Promise<void>
 }
 
-// Starts `node args…` on 127.0.0.1 and waits until GET /health/ready answers 200.
-export async function startServer (name: string, args: string[], env: Record<string, string>): Promise<Server> {
+// Starts `node args…` on 127.0.0.1 and waits until GET /health/ready answers
+// 200. With `logFile` its stdout goes there (a file, as a deployment's log
+// does), not through a pipe this process would have to read.
+export async function startServer (name: string, args: string[], env: Record<string, string>, logFile?: string): Promise<Server> {
   const port = await freePort()
+  const logFd = logFile === undefined ? undefined : openSync(logFile, 'w')
   const child = spawn(process.execPath, args, {
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
-    stdio: ['ignore', 'pipe', 'pipe']
+    stdio: ['ignore', logFd ?? 'pipe', 'pipe']
   })
+  if (logFd !== undefined) closeSync(logFd)
   const output: string[] = []
   const keep = (chunk: Buffer): void => { output.push(chunk.toString()); if (output.length > 50) output.shift() }
   child.stdout?.on('data', keep)
   child.stderr?.on('data', keep)
+  const logTail = (): string => logFile === undefined ? '' : readFileSync(logFile, 'utf8').slice(-5000)
   let exited = false
   const exit = new Promise<void>((resolve) => child.once('exit', () => { exited = true; resolve() }))
 
@@ -39,10 +45,10 @@ export async function startServer (name: string, args: string[], env: Record<str
   const url = `http://127.0.0.1:${port}`
   const deadline = Date.now() + 90_000
   for (;;) {
-    if (exited) throw new Error(`${name} exited during start-up:\n${output.join('')}`)
+    if (exited) throw new Error(`${name} exited during start-up:\n${logTail()}${output.join('')}`)
     if (Date.now() > deadline) {
       child.kill('SIGKILL')
-      throw new Error(`${name} not ready after 90 s:\n${output.join('')}`)
+      throw new Error(`${name} not ready after 90 s:\n${logTail()}${output.join('')}`)
     }
     const ready = await fetch(`${url}/health/ready`).then((r) => r.status === 200, () => false)
     if (ready) break
