@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module'
-import type { FastifyBaseLogger, FastifyServerOptions } from 'fastify'
+import type { FastifyServerOptions } from 'fastify'
 import pino from 'pino'
 import type { Config } from './config.js'
 import { serializeError } from './error-log.js'
@@ -71,66 +71,4 @@ function hasPinoPretty (): boolean {
   } catch {
     return false
   }
-}
-
-type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace'
-type Bindings = Record<string, unknown>
-type ChildOptions = Parameters<FastifyBaseLogger['child']>[1]
-type PinoLike = FastifyBaseLogger & {
-  isLevelEnabled: (level: string) => boolean
-  bindings: () => Bindings
-  flush: (cb?: (err?: Error) => void) => void
-}
-
-// A request's logger that becomes a pino child only when it writes its
-// first line: pino serializes a child's bindings (the request id) as it
-// makes it, about 0.7 µs a request, and at LOG_LEVEL=warn most requests
-// write no line at all. A line at a level that is off is dropped before
-// the child is made, as the child itself would drop it.
-class LazyChildLogger implements FastifyBaseLogger {
-  #child: FastifyBaseLogger | undefined
-  readonly #parent: PinoLike
-  readonly #bindings: Bindings
-  readonly #options: ChildOptions
-
-  constructor (parent: PinoLike, bindings: Bindings, options: ChildOptions) {
-    this.#parent = parent
-    this.#bindings = bindings
-    this.#options = options
-  }
-
-  #real (): FastifyBaseLogger {
-    this.#child ??= this.#parent.child(this.#bindings, this.#options)
-    return this.#child
-  }
-
-  #write (level: Level, args: unknown[]): void {
-    if (this.#child === undefined && !this.#parent.isLevelEnabled(level)) return
-    const child = this.#real()
-    ;(child[level] as (...a: unknown[]) => void).apply(child, args)
-  }
-
-  get level (): string { return this.#child?.level ?? this.#parent.level }
-  set level (value: string) { this.#real().level = value }
-  fatal (...args: unknown[]): void { this.#write('fatal', args) }
-  error (...args: unknown[]): void { this.#write('error', args) }
-  warn (...args: unknown[]): void { this.#write('warn', args) }
-  info (...args: unknown[]): void { this.#write('info', args) }
-  debug (...args: unknown[]): void { this.#write('debug', args) }
-  trace (...args: unknown[]): void { this.#write('trace', args) }
-  silent (): void {}
-  child (bindings: Bindings, options?: ChildOptions): FastifyBaseLogger { return this.#real().child(bindings, options) }
-  // The rest of pino's logger, for a caller that asks.
-  isLevelEnabled (level: string): boolean { return (this.#child as PinoLike | undefined ?? this.#parent).isLevelEnabled(level) }
-  bindings (): Bindings { return (this.#real() as PinoLike).bindings() }
-  flush (cb?: (err?: Error) => void): void { this.#parent.flush(cb) }
-}
-
-// The child logger of one request. A logger that is not pino (Fastify's
-// stand-in when logging is off, a test's own) gets its child made at once.
-// A route's own log level (opts.level) is set on a real child at once too.
-export function requestLogger (parent: FastifyBaseLogger, bindings: Bindings, options: ChildOptions): FastifyBaseLogger {
-  const pino = parent as Partial<PinoLike>
-  if (typeof pino.isLevelEnabled !== 'function' || options?.level !== undefined) return parent.child(bindings, options)
-  return new LazyChildLogger(parent as PinoLike, bindings, options)
 }
