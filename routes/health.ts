@@ -1,5 +1,4 @@
 import fp from 'fastify-plugin'
-import type { FastifyRequest } from 'fastify'
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ErrorBody } from '../src/schemas.js'
 import { RETRY_AFTER_SECONDS, sendError } from '../src/http/errors.js'
@@ -10,7 +9,7 @@ const PROBES = new Set(['/health/live', '/health/ready'])
 // Engines and balancers probe every few seconds per replica: at info their
 // access lines would bury the requests that matter, so they log at debug
 // (src/http/access-log.ts).
-export const isProbe = (request: FastifyRequest): boolean => PROBES.has(request.routeOptions.url ?? '')
+export const isProbeRoute = (route: string | undefined): boolean => route !== undefined && PROBES.has(route)
 
 // Public probes for orchestrators: live while the process runs, ready while
 // the database answers and the schema is migrated.

@@ -13,7 +13,7 @@ import dbPlugin, { type DbPluginOptions } from '../plugins/db.js'
 import authPlugin from '../plugins/auth.js'
 import docsPlugin from '../plugins/docs.js'
 import plantsRoutes from '../routes/plants.js'
-import healthRoutes, { isProbe } from '../routes/health.js'
+import healthRoutes, { isProbeRoute } from '../routes/health.js'
 import { AccessLog } from './http/access-log.js'
 
 export interface AppOptions {
@@ -37,7 +37,7 @@ export function serverOptions (
   return {
     logger,
     // One access line per answer, in place of Fastify's two request lines.
-    logController: new AccessLog(isProbe),
+    logController: new AccessLog(isProbeRoute),
     bodyLimit: config.bodyLimit,
     genReqId,
     requestIdHeader: false,

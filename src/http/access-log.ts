@@ -27,12 +27,12 @@ export function edgeAccessFields (reqId: string, status: number, method?: string
 type Levelled = FastifyBaseLogger & { isLevelEnabled?: (level: string) => boolean }
 
 // Fastify's request lines ("incoming request", "request completed") replaced
-// by the one access line. `quiet` requests (health probes, asked every few
-// seconds by every engine and balancer) log it at debug.
+// by the one access line. Requests to `quiet` routes (health probes, asked
+// every few seconds by every engine and balancer) log it at debug.
 export class AccessLog extends LogController {
-  readonly #quiet: (request: FastifyRequest) => boolean
+  readonly #quiet: (route: string | undefined) => boolean
 
-  constructor (quiet: (request: FastifyRequest) => boolean) {
+  constructor (quiet: (route: string | undefined) => boolean) {
     super()
     this.#quiet = quiet
   }
@@ -41,12 +41,17 @@ export class AccessLog extends LogController {
 
   override requestCompleted (error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     const log = request.log as Levelled
-    const level = error != null ? 'error' : this.#quiet(request) ? 'debug' : 'info'
-    // Nothing is built for a line that would be dropped (LOG_LEVEL=warn).
-    if (log.isLevelEnabled !== undefined && !log.isLevelEnabled(level)) return
+    const enabled = (level: string): boolean => log.isLevelEnabled === undefined || log.isLevelEnabled(level)
+    // Nothing is built for a line that would be dropped (LOG_LEVEL=warn):
+    // debug is below info.
+    if (error == null && !enabled('info')) return
+    // routeOptions builds an object on every read: read once.
+    const route = request.routeOptions.url
+    const level = error != null ? 'error' : this.#quiet(route) ? 'debug' : 'info'
+    if (!enabled(level)) return
     const line: Record<string, unknown> = {
       method: request.method,
-      route: request.routeOptions.url ?? null,
+      route: route ?? null,
       status: reply.statusCode,
       durationMs: Math.round(reply.elapsedTime * 100) / 100
     }

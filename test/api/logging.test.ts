@@ -1,5 +1,6 @@
 import t from 'tap'
-import { backends, buildTestApp, postPlant, TOKEN, auth, jsonHeaders } from '../helper.js'
+import { backends, buildTestApp, listeningTestApp, postPlant, TOKEN, auth, jsonHeaders } from '../helper.js'
+import { parseRawResponse, rawExchange } from '../support/http.js'
 import { loggerOptions } from '../../src/logger.js'
 
 type Line = Record<string, unknown>
@@ -61,4 +62,20 @@ t.test('probes and everything else at trace: probes at debug, still one access l
   await app.inject({ url: '/health/ready', headers: { 'x-request-id': 'trace-me-42' } })
   const probe = lines.filter((l) => l.reqId === 'trace-me-42')
   t.match(probe, [{ level: 20, msg: 'request', method: 'GET', route: '/health/ready', status: 200 }], 'one line, at debug')
+})
+
+t.test('answers given outside Fastify write an access line of the same shape', async (t) => {
+  const { logger, lines } = capture('info')
+  const { port } = await listeningTestApp(t, 'pglite', { logger })
+  const answers: Array<[string, string, number, Record<string, unknown>]> = [
+    ['malformed HTTP', 'THIS IS NOT HTTP\r\n\r\n', 400, { reason: 'malformed HTTP' }],
+    ['an unmet Expect', `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nContent-Type: application/json\r\nExpect: foo\r\nContent-Length: 2\r\n\r\n{}`, 417, { method: 'POST', route: null }]
+  ]
+  for (const [what, data, status, fields] of answers) {
+    const res = parseRawResponse((await rawExchange(port, [{ data }], 5000)).response)
+    t.equal(res?.status, status, `${what}: ${status}`)
+    const reqId = res?.headers['x-request-id']
+    t.match(lines.filter((l) => l.reqId === reqId), [{ level: 30, msg: 'request', status, ...fields }], `${what}: one access line under the answer's request id`)
+  }
+  t.notOk(lines.some((l) => JSON.stringify(l).includes(TOKEN)), 'no token')
 })
