@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
-import { flushLog, LOG_FLUSH_INTERVAL_MS, LOG_MIN_LENGTH, loggerOptions } from '../src/logger.js'
+import { flushLog, LOG_MIN_LENGTH, loggerOptions } from '../src/logger.js'
 
 const requests = Number(process.argv[2] ?? 200_000)
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-log-lines-'))
@@ -20,7 +20,7 @@ const dir = mkdtempSync(join(tmpdir(), 'plant-store-log-lines-'))
 type Destination = ReturnType<typeof pino.destination>
 const destination = (name: string, sync: boolean): Destination => sync
   ? pino.destination({ dest: join(dir, name), sync: true })
-  : pino.destination({ dest: join(dir, name), sync: false, minLength: LOG_MIN_LENGTH, periodicFlush: LOG_FLUSH_INTERVAL_MS })
+  : pino.destination({ dest: join(dir, name), sync: false, minLength: LOG_MIN_LENGTH })
 
 function logger (level: string, stream: Destination): pino.Logger {
   const options = loggerOptions({ logLevel: level as 'info', production: true }) as pino.LoggerOptions

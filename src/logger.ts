@@ -8,19 +8,19 @@ import { serializeError } from './error-log.js'
 // never reaches a log line: Fastify does not log headers, and should a
 // serializer ever include them, redaction removes it.
 // The service's log destination: stdout, written asynchronously so a
-// request never waits on a write. Lines gather in memory up to minLength
-// bytes (under load a write carries many lines) and at most
-// LOG_FLUSH_INTERVAL_MS, so a quiet service's lines still appear promptly.
-// flushLog waits for what is buffered and in flight, on shutdown and before
-// a fatal exit; pino's own exit hook writes the buffer but skips a write
-// still in flight.
-export const LOG_MIN_LENGTH = 4096
-export const LOG_FLUSH_INTERVAL_MS = 250
+// request never waits on a write. A line is written as soon as no write is
+// in flight, and lines that arrive while one is gather into the next write
+// (many lines a write under load, no delay when quiet). minLength 1 rather
+// than 0 only so that flush(cb) waits for the write in flight (with 0 it
+// calls back at once); every line is longer. flushLog waits for what is
+// buffered and in flight, on shutdown and before a fatal exit; pino's own
+// exit hook writes the buffer but skips a write still in flight.
+export const LOG_MIN_LENGTH = 1
 
 export type LogDestination = ReturnType<typeof pino.destination>
 
 export function logDestination (): LogDestination {
-  return pino.destination({ dest: 1, sync: false, minLength: LOG_MIN_LENGTH, periodicFlush: LOG_FLUSH_INTERVAL_MS })
+  return pino.destination({ dest: 1, sync: false, minLength: LOG_MIN_LENGTH })
 }
 
 // Resolves once every line given to `destination` has been written, or

@@ -93,8 +93,9 @@ t.test('OTLP/HTTP json: the request span continues the caller\'s trace, with a d
   t.ok(Number(attribute(write, 'plant_store.batch.id')) >= 1, 'the batch it joined')
   t.ok(receiver.received.every((r) => r.path === '/v1/traces' && r.contentType.startsWith('application/json')), 'POST /v1/traces as JSON')
 
+  // Log lines are written in the background: wait for the access line.
+  await until('the access line', () => server.logs.find((l) => l.reqId === 'traced-create-1' && l.msg === 'request' && l.route === '/plants' && l.status === 200))
   const lines = server.logs.filter((l) => l.reqId === 'traced-create-1')
-  t.ok(lines.some((l) => l.msg === 'request' && l.route === '/plants' && l.status === 200), 'the request\'s access line is there')
   t.ok(lines.every((l) => l.trace_id === CALLER_TRACE), 'every one carries the caller\'s trace id')
 
   // A request without traceparent starts a trace; its lines after the
