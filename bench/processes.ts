@@ -1,5 +1,4 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { closeSync, openSync, readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { freePort, residentBytes } from '../test/support/processes.js'
 
@@ -11,25 +10,35 @@ export interface Server {
   maxRss(): number
   // The kernel's own high-water mark of the resident set, in bytes.
   peakRss(): number
+  // Bytes the process wrote to stdout (with a log reader), once stopped.
+  logBytes(): Promise<number | undefined>
   stop(): Promise<void>
 }
 
 // Starts `node args…` on 127.0.0.1 and waits until GET /health/ready answers
-// 200. With `logFile` its stdout goes there (a file, as a deployment's log
-// does), not through a pipe this process would have to read.
-export async function startServer (name: string, args: string[], env: Record<string, string>, logFile?: string): Promise<Server> {
+// 200. With `logReader` its stdout is a pipe read by `wc -c`, as a container
+// engine or a log shipper reads a service's log: the service pays for the
+// pipe, not a file on a disk other work may be flushing, and this process
+// reads none of it (stderr still comes here).
+export async function startServer (name: string, args: string[], env: Record<string, string>, logReader = false): Promise<Server> {
   const port = await freePort()
-  const logFd = logFile === undefined ? undefined : openSync(logFile, 'w')
   const child = spawn(process.execPath, args, {
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
-    stdio: ['ignore', logFd ?? 'pipe', 'pipe']
+    stdio: ['ignore', 'pipe', 'pipe']
   })
-  if (logFd !== undefined) closeSync(logFd)
   const output: string[] = []
   const keep = (chunk: Buffer): void => { output.push(chunk.toString()); if (output.length > 50) output.shift() }
-  child.stdout?.on('data', keep)
-  child.stderr?.on('data', keep)
-  const logTail = (): string => logFile === undefined ? '' : readFileSync(logFile, 'utf8').slice(-5000)
+  let counted: Promise<number | undefined> = Promise.resolve(undefined)
+  if (logReader) {
+    const wc = spawn('wc', ['-c'], { stdio: [child.stdout, 'pipe', 'inherit'] })
+    let text = ''
+    wc.stdout.on('data', (chunk: Buffer) => { text += chunk.toString() })
+    counted = new Promise((resolve) => wc.once('exit', () => resolve(Number(text.trim()))))
+  } else {
+    child.stdout.on('data', keep)
+  }
+  child.stderr.on('data', keep)
+  const logTail = (): string => logReader ? '(stdout went to the log reader)\n' : ''
   let exited = false
   const exit = new Promise<void>((resolve) => child.once('exit', () => { exited = true; resolve() }))
 
@@ -61,6 +70,7 @@ export async function startServer (name: string, args: string[], env: Record<str
     child,
     maxRss: () => Math.max(max, residentBytes(pid, 'VmRSS')),
     peakRss: () => Math.max(peak, residentBytes(pid, 'VmHWM')),
+    logBytes: async () => await counted,
     async stop () {
       clearInterval(poll)
       if (exited) return

@@ -3,7 +3,8 @@
 // 127.0.0.1, at each connection count in alternating rounds so that drift
 // on the machine hits every target alike. The service runs at the default
 // log level, info ("postgres", "pglite"), and on PostgreSQL also at warn
-// ("postgres-warn"); its log goes to a file, as a real process's does.
+// ("postgres-warn"); its log goes down a pipe to a reader of its own, as a
+// container engine reads a service's log (bench/processes.ts).
 // The load is wrk (bench/load.ts, which must be installed: Debian's wrk).
 // Every request creates a plant with a new id; afterwards each target's
 // rows stored must equal its 200s.
@@ -28,8 +29,7 @@
 //       bare create (or BENCH_TARGETS) at 128 connections, each for
 //       BENCH_DRIFT_SECONDS (300) in alternating rounds of BENCH_SECONDS
 //       (30); req/s and its ratio to the bare round by round, and RSS.
-import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { runToEnd, startServer, type Server } from './processes.js'
@@ -65,8 +65,6 @@ interface Running extends Target {
   server: Server
   database?: BenchDatabase
   loads: Map<number, Load>
-  // The service's log file, when it has one.
-  logFile?: string
   // 200 answers over every warm-up and round, and resent requests found
   // stored by their first sending: rows stored must equal it.
   ok: number
@@ -124,7 +122,6 @@ async function main (): Promise<number> {
   const token = randomBytes(18).toString('base64url')
   // LOG_LEVEL info is the service's default (src/config.ts).
   const serviceEnv = { API_TOKENS: token, LOG_LEVEL: 'info', NODE_ENV: 'production' }
-  const logDir = mkdtempSync(join(tmpdir(), 'plant-store-bench-logs-'))
   const profileArgs = (name: string): string[] => profileDir === undefined
     ? []
     // A folder per server: every thread writes a profile of its own (tsx's
@@ -150,9 +147,9 @@ async function main (): Promise<number> {
     if (name === undefined || entry === undefined) throw new Error('BENCH_SERVICES lists name=path/to/server.js')
     variants.push([`+${name}`, {}, entry])
   }
-  const add = (name: string, kind: Target['kind'], server: Server, database?: BenchDatabase, logFile?: string): void => {
+  const add = (name: string, kind: Target['kind'], server: Server, database?: BenchDatabase): void => {
     const loads = new Map(connectionCounts.map((c) => [c, createLoad(server.url, token, c)]))
-    targets.push({ name, kind, server, loads, ok: 0, other: {}, errors: 0, resent: 0, ...(database === undefined ? {} : { database }), ...(logFile === undefined ? {} : { logFile }) })
+    targets.push({ name, kind, server, loads, ok: 0, other: {}, errors: 0, resent: 0, ...(database === undefined ? {} : { database }) })
   }
   // A database of its own per target, its table made by the service's migrations.
   const database = async (backend: 'postgres' | 'pglite'): Promise<BenchDatabase> => {
@@ -177,8 +174,7 @@ async function main (): Promise<number> {
         const operatingVariant = suffix.startsWith('+')
         if (!wanted(name) && !(operatingVariant && wanted(backend))) continue
         const db = await database(backend)
-        const logFile = join(logDir, `${name}.log`)
-        add(name, 'service', await startServer(name, [...profileArgs(name), entry], { ...serviceEnv, ...env, ...db.env }, logFile), db, logFile)
+        add(name, 'service', await startServer(name, [...profileArgs(name), entry], { ...serviceEnv, ...env, ...db.env }, true), db)
       }
     }
     if (targets.length === 0) throw new Error('no bench target selected')
@@ -225,8 +221,8 @@ async function main (): Promise<number> {
         `(${target.resent} in flight when wrk stopped, sent again; other answers: ${others}, connection errors: ${target.errors})`)
     }
     for (const target of targets) {
-      if (target.logFile === undefined) continue
-      const bytes = statSync(target.logFile).size
+      const bytes = await target.server.logBytes()
+      if (bytes === undefined) continue
       console.log(`${target.name}: log ${mb(bytes)}, ${(bytes / Math.max(1, target.ok)).toFixed(0)} bytes per answer 200`)
     }
     console.log(`\ntargets: ${CHECKS}`)
@@ -234,7 +230,6 @@ async function main (): Promise<number> {
     for (const target of targets) await target.server.stop().catch(() => {})
     for (const db of databases) await db.drop().catch((err: unknown) => console.error('could not drop a bench database:', err))
     await sink?.close()
-    rmSync(logDir, { recursive: true, force: true })
   }
   return failed ? 1 : 0
 }
