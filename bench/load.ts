@@ -1,64 +1,124 @@
-import autocannon from 'autocannon'
+import { spawn, spawnSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { cpuSeconds } from './cpu.js'
 
 export interface LoadResult {
+  // Answers counted: wrk's, then those to the requests sent again.
   responses: number
   ok: number
   statusCounts: Record<string, number>
+  // Socket errors wrk saw (connect, read, write, timeout).
   errors: number
   timeouts: number
   seconds: number
   reqPerSec: number
+  // Latency percentiles of wrk's answers, in ms.
   p50: number
   p99: number
+  // CPU seconds wrk used.
+  loadCpuSeconds: number
+  // Requests in flight when wrk's time was up, sent again by the bench.
+  resent: number
+  // Of those, the ones answered 409: the bare create answers a replay so,
+  // and the bench's ids are never sent twice otherwise, so the first
+  // request stored that row. Counted with the 200s against the rows.
+  storedEarlier: number
 }
 
 export interface Load {
-  // Sends exactly `amount` requests (each with an id never sent before)
-  // over `connections` keep-alive connections and waits for every answer:
-  // a run stopped by a timer would drop answers to requests the server
-  // still stores, and the rows could not be checked against the 200s.
-  run(amount: number): Promise<LoadResult>
+  // `seconds` of creates over `connections` keep-alive connections, each
+  // with an id never sent before. Requests still in flight when the time is
+  // up are sent again (same id, same body) and their answers counted, so
+  // every id sent has one counted answer and rows stored can equal the 200s.
+  run(seconds: number): Promise<LoadResult>
+}
+
+const SCRIPT = fileURLToPath(new URL('create-load.lua', import.meta.url))
+
+// The load generator is wrk (Debian's package), one thread: a C event loop
+// far lighter per request than the server it measures, so the two cores
+// are mostly the server's and its database's. The bench installs nothing.
+export function checkWrk (): string | undefined {
+  const found = spawnSync('wrk', ['--version'], { encoding: 'utf8' })
+  if (found.error !== undefined) return 'wrk is not installed: the bench drives its targets with wrk (Debian: apt-get install -y wrk)'
+  return undefined
 }
 
 // Every request of a bench run gets an id never sent before, whichever load
 // sends it: several loads (one per connection count) share a target.
 let nextId = 1
 
+interface WrkResult {
+  statuses: Record<string, number>
+  pending: number[]
+  nextId: number
+  microseconds: number
+  errors: { connect: number, read: number, write: number, timeout: number }
+  p50: number
+  p99: number
+}
+
+async function runWrk (url: string, token: string, connections: number, seconds: number): Promise<{ result: WrkResult, cpu: number }> {
+  const child = spawn('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', SCRIPT, url, '--', String(nextId), token],
+    { stdio: ['ignore', 'pipe', 'pipe'] })
+  // wrk's CPU: the times of this process's children that ended (wrk is
+  // the only one that ends meanwhile), from /proc.
+  const endedChildren = (): number => cpuSeconds(process.pid, true) - cpuSeconds(process.pid)
+  const before = endedChildren()
+  let out = ''
+  child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString() })
+  child.stderr.on('data', (chunk: Buffer) => { out += chunk.toString() })
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
+  const cpu = endedChildren() - before
+  const line = out.split('\n').find((l) => l.startsWith('BENCH-RESULT '))
+  if (code !== 0 || line === undefined) throw new Error(`wrk failed (exit ${code}):\n${out}`)
+  const result = JSON.parse(line.slice('BENCH-RESULT '.length)) as WrkResult
+  nextId = result.nextId
+  return { result, cpu }
+}
+
+// The requests wrk left in flight, sent again one at a time with their own
+// body; a create is idempotent, so the service answers each 200 (created or
+// replayed) and the bare create 200 or 409 (stored by the first request).
+async function resend (url: string, token: string, ids: number[], statusCounts: Record<string, number>): Promise<{ errors: number, storedEarlier: number }> {
+  let errors = 0
+  let storedEarlier = 0
+  for (const id of ids) {
+    const answer = await fetch(`${url}/plants`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: `{"id":${id},"name":"Plant ${id}","tag":"bench"}`
+    }).then(async (res) => { await res.arrayBuffer(); return String(res.status) }, () => undefined)
+    if (answer === undefined) errors++
+    else if (answer === '409') storedEarlier++
+    else statusCounts[answer] = (statusCounts[answer] ?? 0) + 1
+  }
+  return { errors, storedEarlier }
+}
+
 export function createLoad (url: string, token: string, connections: number): Load {
-  const requests: autocannon.Request[] = [{
-    method: 'POST',
-    path: '/plants',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-    setupRequest: (request) => {
-      const id = nextId++
-      return { ...request, body: `{"id":${id},"name":"Plant ${id}","tag":"bench"}` }
-    }
-  }]
   return {
-    async run (amount) {
-      let last = 0
-      const started = performance.now()
-      const result = await new Promise<autocannon.Result>((resolve, reject) => {
-        const instance = autocannon(
-          { url, connections, amount, requests, timeout: 10, sampleInt: 100 },
-          (err, res) => { err === null || err === undefined ? resolve(res) : reject(err) })
-        // autocannon reports on its sampling tick; the last answer marks the end.
-        instance.on('response', () => { last = performance.now() })
-      })
-      const statusCounts: Record<string, number> = {}
-      for (const [code, stat] of Object.entries(result.statusCodeStats ?? {})) statusCounts[code] = stat.count ?? 0
-      const responses = Object.values(statusCounts).reduce((a, b) => a + b, 0)
-      const seconds = ((last === 0 ? performance.now() : last) - started) / 1000
+    async run (seconds) {
+      const { result, cpu } = await runWrk(url, token, connections, seconds)
+      const statusCounts: Record<string, number> = { ...result.statuses }
+      const answered = Object.values(statusCounts).reduce((a, b) => a + b, 0)
+      const wrkSeconds = result.microseconds / 1e6
+      const resent = await resend(url, token, result.pending, statusCounts)
+      const responses = Object.values(statusCounts).reduce((a, b) => a + b, 0) + resent.storedEarlier
+      const e = result.errors
       return {
         responses,
         ok: statusCounts['200'] ?? 0,
         statusCounts,
-        errors: result.errors,
-        timeouts: result.timeouts,
-        seconds,
-        reqPerSec: responses / seconds,
-        p50: result.latency.p50,
-        p99: result.latency.p99
+        errors: e.connect + e.read + e.write + resent.errors,
+        timeouts: e.timeout,
+        seconds: wrkSeconds,
+        reqPerSec: answered / wrkSeconds,
+        p50: result.p50 / 1000,
+        p99: result.p99 / 1000,
+        loadCpuSeconds: cpu,
+        resent: result.pending.length,
+        storedEarlier: resent.storedEarlier
       }
     }
   }

@@ -10,11 +10,17 @@ export interface Server {
   maxRss(): number
   // The kernel's own high-water mark of the resident set, in bytes.
   peakRss(): number
+  // Bytes the process wrote to stdout (with a log reader), once stopped.
+  logBytes(): Promise<number | undefined>
   stop(): Promise<void>
 }
 
-// Starts `node args…` on 127.0.0.1 and waits until GET /health/ready answers 200.
-export async function startServer (name: string, args: string[], env: Record<string, string>): Promise<Server> {
+// Starts `node args…` on 127.0.0.1 and waits until GET /health/ready answers
+// 200. With `logReader` its stdout is a pipe read by `wc -c`, as a container
+// engine or a log shipper reads a service's log: the service pays for the
+// pipe, not a file on a disk other work may be flushing, and this process
+// reads none of it (stderr still comes here).
+export async function startServer (name: string, args: string[], env: Record<string, string>, logReader = false): Promise<Server> {
   const port = await freePort()
   const child = spawn(process.execPath, args, {
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
@@ -22,8 +28,17 @@ export async function startServer (name: string, args: string[], env: Record<str
   })
   const output: string[] = []
   const keep = (chunk: Buffer): void => { output.push(chunk.toString()); if (output.length > 50) output.shift() }
-  child.stdout?.on('data', keep)
-  child.stderr?.on('data', keep)
+  let counted: Promise<number | undefined> = Promise.resolve(undefined)
+  if (logReader) {
+    const wc = spawn('wc', ['-c'], { stdio: [child.stdout, 'pipe', 'inherit'] })
+    let text = ''
+    wc.stdout.on('data', (chunk: Buffer) => { text += chunk.toString() })
+    counted = new Promise((resolve) => wc.once('exit', () => resolve(Number(text.trim()))))
+  } else {
+    child.stdout.on('data', keep)
+  }
+  child.stderr.on('data', keep)
+  const logTail = (): string => logReader ? '(stdout went to the log reader)\n' : ''
   let exited = false
   const exit = new Promise<void>((resolve) => child.once('exit', () => { exited = true; resolve() }))
 
@@ -39,10 +54,10 @@ export async function startServer (name: string, args: string[], env: Record<str
   const url = `http://127.0.0.1:${port}`
   const deadline = Date.now() + 90_000
   for (;;) {
-    if (exited) throw new Error(`${name} exited during start-up:\n${output.join('')}`)
+    if (exited) throw new Error(`${name} exited during start-up:\n${logTail()}${output.join('')}`)
     if (Date.now() > deadline) {
       child.kill('SIGKILL')
-      throw new Error(`${name} not ready after 90 s:\n${output.join('')}`)
+      throw new Error(`${name} not ready after 90 s:\n${logTail()}${output.join('')}`)
     }
     const ready = await fetch(`${url}/health/ready`).then((r) => r.status === 200, () => false)
     if (ready) break
@@ -55,6 +70,7 @@ export async function startServer (name: string, args: string[], env: Record<str
     child,
     maxRss: () => Math.max(max, residentBytes(pid, 'VmRSS')),
     peakRss: () => Math.max(peak, residentBytes(pid, 'VmHWM')),
+    logBytes: async () => await counted,
     async stop () {
       clearInterval(poll)
       if (exited) return

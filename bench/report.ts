@@ -10,8 +10,7 @@ export interface Target {
 
 export interface Round extends LoadResult {
   // CPU µs per answer: the server process (PGlite's thread included), the
-  // PostgreSQL server (all its processes; undefined on PGlite), and the
-  // bench process (autocannon).
+  // PostgreSQL server (all its processes; undefined on PGlite), and wrk.
   cpu: { server: number, database: number | undefined, load: number }
   // Highest resident set of the server seen so far, in bytes.
   rss: number
@@ -27,8 +26,9 @@ export interface Phase {
 }
 
 const TARGETS = {
-  // The service against the bare batched create on the same database.
-  postgresRatio: 0.9,
+  // The service against the bare batched create on the same database, at
+  // the default log level (info) and at warn.
+  postgresRatio: { postgres: 0.85, 'postgres-warn': 0.9 } as Record<string, number>,
   postgresP99Ms: { connections: 32, ms: 15 },
   pgliteP99Ms: { connections: 128, ms: 50 },
   liveMs: 1000,
@@ -37,8 +37,9 @@ const TARGETS = {
   driftFloor: 0.95
 }
 
-export const CHECKS = `PostgreSQL service >= ${TARGETS.postgresRatio}x its bare create at every connection count, ` +
-  `p99 <= ${TARGETS.postgresP99Ms.ms} ms at ${TARGETS.postgresP99Ms.connections}; PGlite p99 <= ${TARGETS.pgliteP99Ms.ms} ms at ` +
+export const CHECKS = `PostgreSQL service >= ${TARGETS.postgresRatio.postgres}x its bare create at info (the default) and ` +
+  `>= ${TARGETS.postgresRatio['postgres-warn']}x at warn, at every connection count, p99 <= ${TARGETS.postgresP99Ms.ms} ms at ` +
+  `${TARGETS.postgresP99Ms.connections}; PGlite p99 <= ${TARGETS.pgliteP99Ms.ms} ms at ` +
   `${TARGETS.pgliteP99Ms.connections}, /health/live within ${TARGETS.liveMs} ms; drift run: last third >= ` +
   `${TARGETS.driftFloor}x the first, RSS <= ${mb(TARGETS.driftRssBytes)}`
 
@@ -70,7 +71,7 @@ export function printPhase (phase: Phase, targets: Target[], peakRss: (t: Target
   }
   console.log(`### ${phase.connections} connections\n`)
   console.log('| target | req/s (median) | p50 ms | p99 ms | ratio to bare, per round | ratio (median) | ' +
-    'CPU µs/answer: server / PostgreSQL / autocannon | peak RSS | slowest /health/live |')
+    'CPU µs/answer: server / PostgreSQL / wrk | peak RSS | slowest /health/live |')
   console.log('|---|---:|---:|---:|---|---:|---:|---:|---:|')
   const checks: string[] = []
   for (const target of targets) {
@@ -80,28 +81,29 @@ export function printPhase (phase: Phase, targets: Target[], peakRss: (t: Target
     const live = rounds.some((x) => x.liveMaxMs !== undefined) ? Math.max(...rounds.map((x) => x.liveMaxMs ?? 0)) : undefined
     const liveFailed = rounds.reduce((n, x) => n + (x.liveFailed ?? 0), 0)
     const database = rounds.every((x) => x.cpu.database !== undefined) ? median(rounds.map((x) => x.cpu.database as number)) : undefined
-    console.log(`| ${target.name} | ${median(rounds.map((x) => x.reqPerSec)).toFixed(0)} | ${median(rounds.map((x) => x.p50))} | ${p99} | ` +
+    console.log(`| ${target.name} | ${median(rounds.map((x) => x.reqPerSec)).toFixed(0)} | ${median(rounds.map((x) => x.p50)).toFixed(1)} | ${p99.toFixed(1)} | ` +
       `${r.map((x) => x.toFixed(2)).join(', ') || '—'} | ${r.length === 0 ? '—' : `${median(r).toFixed(2)}x`} | ` +
       `${fixed(median(rounds.map((x) => x.cpu.server)))} / ${fixed(database)} / ${fixed(median(rounds.map((x) => x.cpu.load)))} | ` +
       `${mb(peakRss(target))} | ${live === undefined ? '—' : `${live.toFixed(0)} ms${liveFailed > 0 ? ` (${liveFailed} failed)` : ''}`} |`)
     if (target.kind !== 'service' || target.name.includes('+')) continue
-    if (target.name === 'postgres') {
+    const floor = TARGETS.postgresRatio[target.name]
+    if (floor !== undefined) {
       const bare = bareOf(target)
       if (bare === undefined) {
-        checks.push('postgres ratio not measured (no postgres-bare target)')
+        checks.push(`${target.name} ratio not measured (no postgres-bare target)`)
       } else {
-        checks.push(verdict(median(r) >= TARGETS.postgresRatio, `postgres ${median(r).toFixed(2)}x (>= ${TARGETS.postgresRatio})`))
+        checks.push(verdict(median(r) >= floor, `${target.name} ${median(r).toFixed(2)}x (>= ${floor})`))
         // What the ratio stands for: the CPU one create costs the machine's
         // server side (the server and PostgreSQL), against the bare create's.
         const cost = (t: Target): number => median((phase.rounds.get(t) ?? []).map((x) => x.cpu.server + (x.cpu.database ?? 0)))
         checks.push(`server + PostgreSQL CPU ${cost(target).toFixed(0)} against ${cost(bare).toFixed(0)} µs per answer (${(cost(target) / cost(bare)).toFixed(2)}x)`)
       }
       if (phase.connections === TARGETS.postgresP99Ms.connections) {
-        checks.push(verdict(p99 <= TARGETS.postgresP99Ms.ms, `postgres p99 ${p99} ms (<= ${TARGETS.postgresP99Ms.ms})`))
+        checks.push(verdict(p99 <= TARGETS.postgresP99Ms.ms, `${target.name} p99 ${p99.toFixed(1)} ms (<= ${TARGETS.postgresP99Ms.ms})`))
       }
     }
     if (target.name === 'pglite' && phase.connections === TARGETS.pgliteP99Ms.connections) {
-      checks.push(verdict(p99 <= TARGETS.pgliteP99Ms.ms, `pglite p99 ${p99} ms (<= ${TARGETS.pgliteP99Ms.ms})`))
+      checks.push(verdict(p99 <= TARGETS.pgliteP99Ms.ms, `pglite p99 ${p99.toFixed(1)} ms (<= ${TARGETS.pgliteP99Ms.ms})`))
     }
     if (target.name === 'pglite' && live !== undefined) {
       checks.push(verdict(live <= TARGETS.liveMs && liveFailed === 0, `pglite /health/live ${live.toFixed(0)} ms (<= ${TARGETS.liveMs})`))

@@ -1,22 +1,30 @@
 // npm run bench: the service (built in dist/) against a bare batched create
 // (bench/bare-create.ts), on PostgreSQL and on embedded PGlite, all on
 // 127.0.0.1, at each connection count in alternating rounds so that drift
-// on the machine hits every target alike. Every request creates a plant
-// with a new id; afterwards each target's rows stored must equal its 200s.
+// on the machine hits every target alike. The service runs at the default
+// log level, info ("postgres", "pglite"), and on PostgreSQL also at warn
+// ("postgres-warn"); its log goes down a pipe to a reader of its own, as a
+// container engine reads a service's log (bench/processes.ts).
+// The load is wrk (bench/load.ts, which must be installed: Debian's wrk).
+// Every request creates a plant with a new id; afterwards each target's
+// rows stored must equal its 200s.
 //
 // Environment:
 //   DATABASE_URL or TEST_DATABASE_URL  a PostgreSQL server on which a fresh
 //       database per target is created and dropped (without one only PGlite)
 //   BENCH_CONNECTIONS (32,128)  connection counts, each a phase of its own
 //   BENCH_ROUNDS (5), BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (3)
-//   BENCH_TARGETS  e.g. "postgres-bare,postgres" (also "echo": Fastify
-//       answering without a database, the old yardstick)
+//   BENCH_TARGETS  e.g. "postgres-bare,postgres,postgres-warn" (also
+//       "pglite-warn", and "echo": Fastify answering without a database,
+//       the old yardstick)
 //   BENCH_PROFILE=1  --cpu-prof profiles of each server in bench/profiles/NAME-TIME/
 //       (read with bench/profile-summary.ts; its figures are not representative)
 //   BENCH_OPERATING=1  also each database's service with metrics on and with
 //       spans exported to a local OTLP sink ("postgres+metrics", …)
 //   BENCH_NODE_FLAGS  also each database's service with these NODE_OPTIONS
 //       ("postgres+flags"), e.g. "--max-semi-space-size=8"
+//   BENCH_SERVICES  also other builds of the service, "name=path/to/server.js,…"
+//       ("postgres+name"), e.g. an earlier commit built elsewhere
 //   BENCH_DRIFT=1  the drift run instead: the service on PostgreSQL and its
 //       bare create (or BENCH_TARGETS) at 128 connections, each for
 //       BENCH_DRIFT_SECONDS (300) in alternating rounds of BENCH_SECONDS
@@ -26,7 +34,7 @@ import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { runToEnd, startServer, type Server } from './processes.js'
 import { cpuSeconds, cpuSecondsOf } from './cpu.js'
-import { createLoad, type Load, type LoadResult } from './load.js'
+import { checkWrk, createLoad, type Load, type LoadResult } from './load.js'
 import { createPgliteDatabase, createPostgresDatabase, type BenchDatabase } from './databases.js'
 import { startOtlpSink } from './otlp-sink.js'
 import { startLivenessProbe } from '../test/support/liveness-probe.js'
@@ -57,51 +65,44 @@ interface Running extends Target {
   server: Server
   database?: BenchDatabase
   loads: Map<number, Load>
-  // Requests per second last seen at each connection count: sizes the next round.
-  rate: Map<number, number>
-  // 200 answers over every warm-up and round: rows stored must equal it.
+  // 200 answers over every warm-up and round, and resent requests found
+  // stored by their first sending: rows stored must equal it.
   ok: number
   other: Record<string, number>
   errors: number
+  resent: number
 }
 
-const wanted = (name: string): boolean => only === undefined ? name !== 'echo' : only.includes(name)
+const wanted = (name: string): boolean => only === undefined ? !['echo', 'pglite-warn'].includes(name) : only.includes(name)
 
 function record (target: Running, result: LoadResult): void {
-  target.ok += result.ok
+  target.ok += result.ok + result.storedEarlier
   target.errors += result.errors
+  target.resent += result.resent
   for (const [code, count] of Object.entries(result.statusCounts)) {
     if (code !== '200') target.other[code] = (target.other[code] ?? 0) + count
   }
 }
 
 async function warmUp (target: Running, connections: number): Promise<void> {
-  const load = target.loads.get(connections) as Load
-  const until = performance.now() + warmupSeconds * 1000
-  do {
-    const result = await load.run(Math.max(1000, connections * 25))
-    record(target, result)
-    target.rate.set(connections, result.reqPerSec)
-  } while (performance.now() < until)
+  record(target, await (target.loads.get(connections) as Load).run(warmupSeconds))
 }
 
-// One round of one target: a fixed number of requests (sized from the last
-// rate) and every answer waited for, with CPU from /proc around it.
+// One round of one target: BENCH_SECONDS of load, the requests still in
+// flight at the end sent again, with CPU from /proc around it.
 async function round (target: Running, connections: number): Promise<Round> {
   const pid = target.server.child.pid as number
   const probe = target.kind === 'service' ? startLivenessProbe(target.server.url, LIVENESS_INTERVAL_MS) : undefined
-  const before = { server: cpuSeconds(pid), database: cpuSecondsOf('postgres'), load: cpuSeconds(process.pid) }
-  const load = target.loads.get(connections) as Load
-  const result = await load.run(Math.max(connections, Math.ceil((target.rate.get(connections) ?? 1000) * seconds)))
+  const before = { server: cpuSeconds(pid), database: cpuSecondsOf('postgres') }
+  const result = await (target.loads.get(connections) as Load).run(seconds)
   const perAnswer = (now: number, then: number): number => ((now - then) / result.responses) * 1e6
   const cpu = {
     server: perAnswer(cpuSeconds(pid), before.server),
     database: target.database?.kind === 'postgres' ? perAnswer(cpuSecondsOf('postgres'), before.database) : undefined,
-    load: perAnswer(cpuSeconds(process.pid), before.load)
+    load: perAnswer(result.loadCpuSeconds, 0)
   }
   const probes = await probe?.stop()
   record(target, result)
-  target.rate.set(connections, result.reqPerSec)
   return {
     ...result,
     cpu,
@@ -113,8 +114,14 @@ async function round (target: Running, connections: number): Promise<Round> {
 }
 
 async function main (): Promise<number> {
+  const missing = checkWrk()
+  if (missing !== undefined) {
+    console.error(missing)
+    return 1
+  }
   const token = randomBytes(18).toString('base64url')
-  const serviceEnv = { API_TOKENS: token, LOG_LEVEL: 'warn', NODE_ENV: 'production' }
+  // LOG_LEVEL info is the service's default (src/config.ts).
+  const serviceEnv = { API_TOKENS: token, LOG_LEVEL: 'info', NODE_ENV: 'production' }
   const profileArgs = (name: string): string[] => profileDir === undefined
     ? []
     // A folder per server: every thread writes a profile of its own (tsx's
@@ -125,7 +132,8 @@ async function main (): Promise<number> {
   const targets: Running[] = []
   const databases: BenchDatabase[] = []
   const sink = operating ? await startOtlpSink() : undefined
-  const variants: Array<[string, Record<string, string>]> = [['', {}]]
+  // [name suffix, environment, the service's entry point]
+  const variants: Array<[string, Record<string, string>, string?]> = [['', {}], ['-warn', { LOG_LEVEL: 'warn' }]]
   if (sink !== undefined) {
     variants.push(['+metrics', { METRICS_PORT: '0' }])
     variants.push(['+tracing', { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url }])
@@ -133,9 +141,15 @@ async function main (): Promise<number> {
   // The same service with other Node flags, in the same rounds (e.g. heap sizes).
   const nodeFlags = process.env.BENCH_NODE_FLAGS
   if (nodeFlags !== undefined && nodeFlags !== '') variants.push(['+flags', { NODE_OPTIONS: nodeFlags }])
+  // Other builds of the service, in the same rounds (what a change bought).
+  for (const build of (process.env.BENCH_SERVICES ?? '').split(',').filter((b) => b !== '')) {
+    const [name, entry] = build.split('=')
+    if (name === undefined || entry === undefined) throw new Error('BENCH_SERVICES lists name=path/to/server.js')
+    variants.push([`+${name}`, {}, entry])
+  }
   const add = (name: string, kind: Target['kind'], server: Server, database?: BenchDatabase): void => {
     const loads = new Map(connectionCounts.map((c) => [c, createLoad(server.url, token, c)]))
-    targets.push({ name, kind, server, loads, rate: new Map(), ok: 0, other: {}, errors: 0, ...(database === undefined ? {} : { database }) })
+    targets.push({ name, kind, server, loads, ok: 0, other: {}, errors: 0, resent: 0, ...(database === undefined ? {} : { database }) })
   }
   // A database of its own per target, its table made by the service's migrations.
   const database = async (backend: 'postgres' | 'pglite'): Promise<BenchDatabase> => {
@@ -155,16 +169,17 @@ async function main (): Promise<number> {
         const db = await database(backend)
         add(bare, 'bare', await startServer(bare, [...profileArgs(bare), '--import', 'tsx', 'bench/bare-create.ts'], db.env), db)
       }
-      for (const [suffix, env] of variants) {
+      for (const [suffix, env, entry = 'dist/src/server.js'] of variants) {
         const name = `${backend}${suffix}`
-        if (!wanted(name) && !(suffix !== '' && wanted(backend))) continue
+        const operatingVariant = suffix.startsWith('+')
+        if (!wanted(name) && !(operatingVariant && wanted(backend))) continue
         const db = await database(backend)
-        add(name, 'service', await startServer(name, [...profileArgs(name), 'dist/src/server.js'], { ...serviceEnv, ...env, ...db.env }), db)
+        add(name, 'service', await startServer(name, [...profileArgs(name), entry], { ...serviceEnv, ...env, ...db.env }, true), db)
       }
     }
     if (targets.length === 0) throw new Error('no bench target selected')
 
-    console.log(`${targets.map((t) => t.name).join(', ')}; warm-up ${warmupSeconds} s, ${rounds} rounds of ~${seconds} s per target and connection count, node ${process.version}`)
+    console.log(`${targets.map((t) => t.name).join(', ')}; wrk, 1 thread; warm-up ${warmupSeconds} s, ${rounds} rounds of ${seconds} s per target and connection count, node ${process.version}`)
     const phases: Phase[] = []
     for (const connections of connectionCounts) {
       const phase: Phase = { connections, rounds: new Map() }
@@ -179,7 +194,7 @@ async function main (): Promise<number> {
           phase.rounds.set(target, [...(phase.rounds.get(target) ?? []), result])
           const others = Object.entries(result.statusCounts).filter(([c]) => c !== '200').map(([c, k]) => `${c}:${k}`).join(' ')
           console.log(`${connections} conn round ${n} ${target.name.padEnd(14)} ${result.reqPerSec.toFixed(0).padStart(6)} req/s  ` +
-            `p50 ${String(result.p50).padStart(3)} ms  p99 ${String(result.p99).padStart(3)} ms  RSS ${mb(result.rss)}` +
+            `p50 ${result.p50.toFixed(1).padStart(5)} ms  p99 ${result.p99.toFixed(1).padStart(5)} ms  CPU µs/answer ${result.cpu.server.toFixed(0)}  RSS ${mb(result.rss)}` +
             `${result.liveMaxMs === undefined ? '' : `  live max ${result.liveMaxMs.toFixed(0)} ms`}` +
             `${others === '' ? '' : `  non-200 ${others}`}${result.errors > 0 ? `  errors ${result.errors}` : ''}`)
         }
@@ -202,7 +217,13 @@ async function main (): Promise<number> {
       const others = Object.entries(target.other).map(([c, n]) => `${c}:${n}`).join(' ') || 'none'
       const same = rows === target.ok
       if (!same) failed = true
-      console.log(`${same ? '' : 'FAIL '}${target.name}: ${rows} rows stored ${same ? '=' : 'but'} ${target.ok} answers 200 (other answers: ${others}, connection errors: ${target.errors})`)
+      console.log(`${same ? '' : 'FAIL '}${target.name}: ${rows} rows stored ${same ? '=' : 'but'} ${target.ok} answers 200 ` +
+        `(${target.resent} in flight when wrk stopped, sent again; other answers: ${others}, connection errors: ${target.errors})`)
+    }
+    for (const target of targets) {
+      const bytes = await target.server.logBytes()
+      if (bytes === undefined) continue
+      console.log(`${target.name}: log ${mb(bytes)}, ${(bytes / Math.max(1, target.ok)).toFixed(0)} bytes per answer 200`)
     }
     console.log(`\ntargets: ${CHECKS}`)
   } finally {

@@ -1,5 +1,4 @@
 import fp from 'fastify-plugin'
-import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ErrorBody } from '../src/schemas.js'
 import { RETRY_AFTER_SECONDS, sendError } from '../src/http/errors.js'
@@ -7,22 +6,10 @@ import { RETRY_AFTER_SECONDS, sendError } from '../src/http/errors.js'
 const Status = Type.Object({ status: Type.String() })
 
 const PROBES = new Set(['/health/live', '/health/ready'])
-const isProbe = (request: FastifyRequest): boolean => PROBES.has(request.routeOptions.url ?? '')
-
-// Engines and balancers probe every few seconds per replica: at info that
-// would bury the requests that matter. A probe's request lines log at debug;
-// every other request (and a probe that errors) as Fastify logs it.
-export class ProbesAtDebug extends LogController {
-  override incomingRequest (request: FastifyRequest, reply: FastifyReply): void {
-    if (isProbe(request)) request.log.debug({ req: request }, 'incoming request')
-    else super.incomingRequest(request, reply)
-  }
-
-  override requestCompleted (error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
-    if (error == null && isProbe(request)) reply.log.debug({ res: reply, responseTime: reply.elapsedTime }, 'request completed')
-    else super.requestCompleted(error, request, reply)
-  }
-}
+// Engines and balancers probe every few seconds per replica: at info their
+// access lines would bury the requests that matter, so they log at debug
+// (src/http/access-log.ts).
+export const isProbeRoute = (route: string | undefined): boolean => route !== undefined && PROBES.has(route)
 
 // Public probes for orchestrators: live while the process runs, ready while
 // the schema is migrated and the database accepts writes (a standby or a

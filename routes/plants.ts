@@ -6,6 +6,7 @@ import { HttpError } from '../src/http/errors.js'
 import { requireJson } from '../src/body/media-type.js'
 import { unstorableField } from '../src/body/validation.js'
 import type { PlantRecord } from '../src/store/plant-store.js'
+import { noteOutcome } from '../src/http/access-log.js'
 
 // One Error response per status of the answers table, described by when it
 // comes and whether a retry is safe.
@@ -58,10 +59,12 @@ const plantsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       throw new HttpError(400, `body/${bad} must not contain U+0000 or an unpaired UTF-16 surrogate`)
     }
     const outcome = await fastify.plants.create(tag === undefined ? { id: BigInt(id), name } : { id: BigInt(id), name, tag })
+    // For the access line (src/http/access-log.ts), which never holds the
+    // plant's id or data.
+    noteOutcome(request, outcome.kind)
     if (outcome.kind === 'conflict') {
       throw new HttpError(409, `A different plant is already stored with id ${id}`)
     }
-    request.log.info({ plantId: String(id), outcome: outcome.kind }, 'plant create')
     return toPlant(outcome.plant)
   })
 }

@@ -13,7 +13,8 @@ import dbPlugin, { type DbPluginOptions } from '../plugins/db.js'
 import authPlugin from '../plugins/auth.js'
 import docsPlugin from '../plugins/docs.js'
 import plantsRoutes from '../routes/plants.js'
-import healthRoutes, { ProbesAtDebug } from '../routes/health.js'
+import healthRoutes, { isProbeRoute } from '../routes/health.js'
+import { AccessLog } from './http/access-log.js'
 
 export interface AppOptions {
   config: Config
@@ -35,7 +36,8 @@ export function serverOptions (
   const limits = connectionLimits(timeouts)
   return {
     logger,
-    logController: new ProbesAtDebug(),
+    // One access line per answer, in place of Fastify's two request lines.
+    logController: new AccessLog(isProbeRoute),
     bodyLimit: config.bodyLimit,
     genReqId,
     requestIdHeader: false,

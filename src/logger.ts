@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module'
-import type { FastifyBaseLogger, FastifyServerOptions } from 'fastify'
+import type { FastifyServerOptions } from 'fastify'
 import pino from 'pino'
 import type { Config } from './config.js'
 import { serializeError } from './error-log.js'
@@ -7,7 +7,42 @@ import { serializeError } from './error-log.js'
 // pino JSON lines, each with the request id (Fastify's reqId). The token
 // never reaches a log line: Fastify does not log headers, and should a
 // serializer ever include them, redaction removes it.
-export function loggerOptions (config: Pick<Config, 'logLevel' | 'production'>): FastifyServerOptions['logger'] {
+// The service's log destination: stdout, written asynchronously so a
+// request never waits on a write. A line is written as soon as no write is
+// in flight, and lines that arrive while one is gather into the next write
+// (many lines a write under load, no delay when quiet). minLength 1 rather
+// than 0 only so that flush(cb) waits for the write in flight (with 0 it
+// calls back at once); every line is longer. flushLog waits for what is
+// buffered and in flight, on shutdown and before a fatal exit; pino's own
+// exit hook writes the buffer but skips a write still in flight.
+export const LOG_MIN_LENGTH = 1
+
+export type LogDestination = ReturnType<typeof pino.destination>
+
+export function logDestination (): LogDestination {
+  return pino.destination({ dest: 1, sync: false, minLength: LOG_MIN_LENGTH })
+}
+
+// Resolves once every line given to `destination` has been written, or
+// after boundMs (stdout blocked by a reader that stopped): an exit is never
+// held up for long.
+export async function flushLog (destination: LogDestination, boundMs = 2_000): Promise<void> {
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, boundMs)
+    try {
+      // fsync of a pipe fails (EINVAL) after the write: the lines are out.
+      destination.flush(() => { clearTimeout(timer); resolve() })
+    } catch {
+      clearTimeout(timer)
+      resolve()
+    }
+  })
+}
+
+// pino JSON lines, each with the request id (Fastify's reqId). The token
+// never reaches a log line: Fastify does not log headers, and should a
+// serializer ever include them, redaction removes it.
+export function loggerOptions (config: Pick<Config, 'logLevel' | 'production'>, destination?: LogDestination): FastifyServerOptions['logger'] {
   const options: Exclude<FastifyServerOptions['logger'], boolean | undefined> = {
     level: config.logLevel,
     // Database errors without the plant data they can carry: src/error-log.ts.
@@ -23,12 +58,8 @@ export function loggerOptions (config: Pick<Config, 'logLevel' | 'production'>):
   // dependency is installed; containers and log shippers get JSON.
   if (!config.production && process.stdout.isTTY && hasPinoPretty()) {
     options.transport = { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } }
-  } else {
-    // Written before the call returns. pino's default stdout stream writes in
-    // the background, and a line still being written when the process exits
-    // (the "stopped" line, a fatal start-up line) is lost: its exit-time
-    // flush skips a write in flight, and flush(cb) does not wait for it.
-    options.stream = pino.destination({ dest: 1, sync: true })
+  } else if (destination !== undefined) {
+    options.stream = destination
   }
   return options
 }
@@ -40,66 +71,4 @@ function hasPinoPretty (): boolean {
   } catch {
     return false
   }
-}
-
-type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace'
-type Bindings = Record<string, unknown>
-type ChildOptions = Parameters<FastifyBaseLogger['child']>[1]
-type PinoLike = FastifyBaseLogger & {
-  isLevelEnabled: (level: string) => boolean
-  bindings: () => Bindings
-  flush: (cb?: (err?: Error) => void) => void
-}
-
-// A request's logger that becomes a pino child only when it writes its
-// first line: pino serializes a child's bindings (the request id) as it
-// makes it, about 0.7 µs a request, and at LOG_LEVEL=warn most requests
-// write no line at all. A line at a level that is off is dropped before
-// the child is made, as the child itself would drop it.
-class LazyChildLogger implements FastifyBaseLogger {
-  #child: FastifyBaseLogger | undefined
-  readonly #parent: PinoLike
-  readonly #bindings: Bindings
-  readonly #options: ChildOptions
-
-  constructor (parent: PinoLike, bindings: Bindings, options: ChildOptions) {
-    this.#parent = parent
-    this.#bindings = bindings
-    this.#options = options
-  }
-
-  #real (): FastifyBaseLogger {
-    this.#child ??= this.#parent.child(this.#bindings, this.#options)
-    return this.#child
-  }
-
-  #write (level: Level, args: unknown[]): void {
-    if (this.#child === undefined && !this.#parent.isLevelEnabled(level)) return
-    const child = this.#real()
-    ;(child[level] as (...a: unknown[]) => void).apply(child, args)
-  }
-
-  get level (): string { return this.#child?.level ?? this.#parent.level }
-  set level (value: string) { this.#real().level = value }
-  fatal (...args: unknown[]): void { this.#write('fatal', args) }
-  error (...args: unknown[]): void { this.#write('error', args) }
-  warn (...args: unknown[]): void { this.#write('warn', args) }
-  info (...args: unknown[]): void { this.#write('info', args) }
-  debug (...args: unknown[]): void { this.#write('debug', args) }
-  trace (...args: unknown[]): void { this.#write('trace', args) }
-  silent (): void {}
-  child (bindings: Bindings, options?: ChildOptions): FastifyBaseLogger { return this.#real().child(bindings, options) }
-  // The rest of pino's logger, for a caller that asks.
-  isLevelEnabled (level: string): boolean { return (this.#child as PinoLike | undefined ?? this.#parent).isLevelEnabled(level) }
-  bindings (): Bindings { return (this.#real() as PinoLike).bindings() }
-  flush (cb?: (err?: Error) => void): void { this.#parent.flush(cb) }
-}
-
-// The child logger of one request. A logger that is not pino (Fastify's
-// stand-in when logging is off, a test's own) gets its child made at once.
-// A route's own log level (opts.level) is set on a real child at once too.
-export function requestLogger (parent: FastifyBaseLogger, bindings: Bindings, options: ChildOptions): FastifyBaseLogger {
-  const pino = parent as Partial<PinoLike>
-  if (typeof pino.isLevelEnabled !== 'function' || options?.level !== undefined) return parent.child(bindings, options)
-  return new LazyChildLogger(parent as PinoLike, bindings, options)
 }

@@ -2,12 +2,21 @@ import closeWithGrace from 'close-with-grace'
 import { ConfigError, loadConfig, preparePgliteDataDir, type LoadedConfig } from './config.js'
 import { buildApp } from './app.js'
 import { EXAMPLE_PLANT } from './schemas.js'
-import { loggerOptions } from './logger.js'
+import { flushLog, logDestination, loggerOptions } from './logger.js'
 import { closeWithinGrace, SHUTDOWN_HARD_LIMIT_MS } from './http/shutdown.js'
+
+// Log lines are written in the background (src/logger.ts): every way out
+// of the process below waits for them first.
+const logs = logDestination()
 
 function fail (message: string): never {
   process.stderr.write(`plant-store: ${message}\n`)
   process.exit(1)
+}
+
+async function failAfterLogs (message: string): Promise<never> {
+  await flushLog(logs)
+  return fail(message)
 }
 
 let loaded: LoadedConfig
@@ -22,21 +31,20 @@ const { config, generatedToken } = loaded
 
 const app = await buildApp({
   config,
-  logger: loggerOptions(config),
+  logger: loggerOptions(config, logs),
   ...(config.database.kind === 'postgres'
     ? {
         background: {
           onFatal: (err: unknown) => {
             app.log.fatal({ err }, 'migrations failed; stopping')
-            process.exit(1)
+            flushLog(logs).finally(() => process.exit(1)).catch(() => {})
           }
         }
       }
     : {})
-}).catch((err: unknown) => {
+}).catch(async (err: unknown) => {
   // A ConfigError here is the embedded database's directory in use.
-  if (err instanceof ConfigError) fail(err.message)
-  fail(`start-up failed: ${err instanceof Error ? err.message : String(err)}`)
+  return await failAfterLogs(err instanceof ConfigError ? err.message : `start-up failed: ${err instanceof Error ? err.message : String(err)}`)
 })
 
 // close-with-grace reports a timeout or a second signal through this
@@ -48,11 +56,15 @@ closeWithGrace({ delay: SHUTDOWN_HARD_LIMIT_MS, logger: graceLogger }, async ({ 
   else app.log.info({ signal }, 'shutting down: finishing in-flight requests')
   await closeWithinGrace(app)
   app.log.info('stopped')
+  // close-with-grace exits as soon as this resolves.
+  await flushLog(logs)
 })
 
 try {
   const address = await app.listen({ port: config.port, host: config.host })
   if (generatedToken !== undefined) {
+    // After the log lines written so far, not in the middle of them.
+    await flushLog(logs)
     // Printed once, outside the JSON log, for a person trying the service.
     // The curl sends the document's example plant, so Swagger UI's "Try it
     // out" afterwards answers 200 (a replay) rather than 409.
@@ -65,5 +77,6 @@ try {
 } catch (err) {
   app.log.fatal({ err }, 'cannot listen')
   await app.close().catch(() => {})
+  await flushLog(logs)
   process.exit(1)
 }

@@ -3,6 +3,7 @@ import type { Socket } from 'node:net'
 import { randomUUID } from 'node:crypto'
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest, RequestPayload } from 'fastify'
 import { HttpError, rawError, sendError } from './errors.js'
+import { ACCESS_LINE, edgeAccessFields } from './access-log.js'
 import { afterEarlierAnswers, answerAndClose, stopReading, stoppedReading } from './connection.js'
 
 // The connection edge: what is checked and answered before a request reaches
@@ -31,7 +32,8 @@ export function clientErrorHandler (this: FastifyInstance, err: Error & { code?:
     ? 431
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
   const reqId = randomUUID()
-  this.log.info({ reqId, status, code: err.code }, 'malformed HTTP answered')
+  // Its access line: no method or route was parsed.
+  this.log.info({ ...edgeAccessFields(reqId, status), reason: 'malformed HTTP', code: err.code }, ACCESS_LINE)
   answerLastWhenFree(socket, status, reqId)
 }
 
@@ -40,7 +42,7 @@ export function clientErrorHandler (this: FastifyInstance, err: Error & { code?:
 // destroys the socket without a word when there is none.
 export function refuseConnect (log: FastifyBaseLogger, req: IncomingMessage, socket: Socket): void {
   const reqId = genReqId(req)
-  log.info({ reqId, status: 400, method: 'CONNECT' }, 'request rejected')
+  log.info({ ...edgeAccessFields(reqId, 400, 'CONNECT'), reason: 'CONNECT is not served' }, ACCESS_LINE)
   answerLastWhenFree(socket, 400, reqId, 'CONNECT is not served: this service is not a proxy')
 }
 
@@ -109,7 +111,7 @@ export function continueWhenBodyWanted (request: FastifyRequest, reply: FastifyR
 // own unless someone listens; this answers it in the Error shape.
 export function answerUnmetExpectation (log: FastifyBaseLogger, req: IncomingMessage, res: ServerResponse): void {
   const reqId = genReqId(req)
-  log.info({ reqId, status: 417, expect: String(req.headers.expect).slice(0, 100) }, 'request rejected')
+  log.info({ ...edgeAccessFields(reqId, 417, req.method), expect: String(req.headers.expect).slice(0, 100) }, ACCESS_LINE)
   const { body, headers } = rawError(417, reqId, 'Only "Expect: 100-continue" is supported')
   stopReading(req.socket)
   res.writeHead(417, headers)

@@ -2,7 +2,6 @@ import type { IncomingMessage } from 'node:http'
 import { isSpanContextValid } from '@opentelemetry/api'
 import { parseTraceParent } from '@opentelemetry/core'
 import type { FastifyRequest, FastifyReply, FastifyServerOptions } from 'fastify'
-import { requestLogger } from '../logger.js'
 
 // The trace id of a request, as a log field: every log line of a request
 // that arrived with a valid W3C traceparent carries `trace_id`, whether or
@@ -18,13 +17,12 @@ export function traceIdOf (header: string | string[] | undefined): string | unde
   return parent !== null && isSpanContextValid(parent) ? parent.traceId : undefined
 }
 
-// Fastify's childLoggerFactory: the request's logger, made before the first
-// log line of the request, with trace_id bound when the caller sent one.
-// Without a traceparent header this is Fastify's default but lazy
-// (src/logger.ts): one lookup.
+// Fastify's childLoggerFactory: the request's logger, with trace_id bound
+// when the caller sent one. Without a traceparent header this is Fastify's
+// default: one header lookup more.
 export const childLoggerWithTraceId: NonNullable<FastifyServerOptions['childLoggerFactory']> = function (logger, bindings, opts, rawReq: IncomingMessage) {
   const traceId = traceIdOf(rawReq.headers.traceparent)
-  return requestLogger(logger, traceId === undefined ? bindings : { ...bindings, [TRACE_ID_FIELD]: traceId }, opts)
+  return logger.child(traceId === undefined ? bindings : { ...bindings, [TRACE_ID_FIELD]: traceId }, opts)
 }
 
 // The request started a trace of its own (no traceparent came): its log

@@ -1,31 +1,81 @@
 import t from 'tap'
-import { backends, buildTestApp, postPlant, TOKEN, auth } from '../helper.js'
+import { backends, buildTestApp, listeningTestApp, postPlant, TOKEN, auth, jsonHeaders } from '../helper.js'
+import { parseRawResponse, rawExchange } from '../support/http.js'
 import { loggerOptions } from '../../src/logger.js'
 
+type Line = Record<string, unknown>
+
+// The service's own logger settings (src/logger.ts), into memory.
+function capture (logLevel: 'info' | 'trace'): { logger: object, lines: Line[], raw: string[] } {
+  const raw: string[] = []
+  const lines: Line[] = []
+  const logger = {
+    ...(loggerOptions({ logLevel, production: true }) as object),
+    stream: { write: (line: string) => { raw.push(line); lines.push(JSON.parse(line) as Line) } }
+  }
+  return { logger, lines, raw }
+}
+
+const ACCESS_FIELDS = ['durationMs', 'hostname', 'level', 'method', 'msg', 'pid', 'reqId', 'route', 'status', 'time']
+
 for (const backend of backends()) {
-  t.test(`logs on ${backend}`, async (t) => {
-    const lines: string[] = []
-    // The service's own logger settings (src/logger.ts), into memory.
-    const { app } = await buildTestApp(t, backend, {}, {
-      ...(loggerOptions({ logLevel: 'trace', production: true }) as object),
-      stream: { write: (line: string) => { lines.push(line) } }
-    })
+  t.test(`one access line per request at info on ${backend}`, async (t) => {
+    const { logger, lines, raw } = capture('info')
+    const { app } = await buildTestApp(t, backend, { logLevel: 'info' }, logger)
+    const headers = (id: string): Record<string, string> => ({ ...jsonHeaders(), 'x-request-id': id })
 
-    await postPlant(app, '{"id": 1, "name": "Logged"}')
-    await postPlant(app, '{"id": 1, "name": "Conflict"}')
-    await postPlant(app, '{"id": "bad"}')
-    await app.inject({ method: 'POST', url: '/plants', headers: { authorization: `Bearer ${TOKEN}x`, 'content-type': 'application/json' }, payload: '{}' })
-    await app.inject({ url: '/nope', headers: auth() })
-    await app.inject({ url: '/health/ready', headers: { 'x-request-id': 'trace-me-42' } })
+    t.equal((await postPlant(app, '{"id": 1, "name": "Secret Fern", "tag": "hidden-tag"}', headers('create-1'))).statusCode, 200)
+    t.equal((await postPlant(app, '{"id": 1, "name": "Secret Fern", "tag": "hidden-tag"}', headers('replay-1'))).statusCode, 200)
+    t.equal((await postPlant(app, '{"id": 1, "name": "Other Secret"}', headers('conflict-1'))).statusCode, 409)
+    t.equal((await postPlant(app, '{"id": "bad"}', headers('invalid-1'))).statusCode, 400)
+    await app.inject({ method: 'POST', url: '/plants', headers: { authorization: `Bearer ${TOKEN}x`, 'content-type': 'application/json', 'x-request-id': 'unauth-1' }, payload: '{}' })
+    await app.inject({ url: '/nope', headers: { ...auth(), 'x-request-id': 'nope-1' } })
 
-    const parsed = lines.map((l) => JSON.parse(l) as Record<string, unknown>)
-    t.ok(parsed.length > 10, 'lines were written')
-    t.notOk(lines.some((l) => l.includes(TOKEN)), 'no line holds a token')
-    const requestLines = parsed.filter((l) => l.req !== undefined || l.res !== undefined || l.msg === 'request rejected')
-    t.ok(requestLines.length > 0)
-    t.ok(requestLines.every((l) => typeof l.reqId === 'string' && l.reqId.length > 0), 'request lines carry the request id')
-    t.ok(parsed.some((l) => l.reqId === 'trace-me-42'), 'an incoming X-Request-Id is used in the log')
-    t.ok(parsed.some((l) => l.msg === 'plant create' && l.plantId === '1' && l.outcome === 'created'), 'creates are logged with the id and outcome')
-    t.ok(parsed.some((l) => l.msg === 'request rejected' && l.status === 409), 'a conflict is logged with its status')
+    const access = (reqId: string): Line[] => lines.filter((l) => l.reqId === reqId && l.msg === 'request')
+    for (const id of ['create-1', 'replay-1', 'conflict-1', 'invalid-1', 'unauth-1', 'nope-1']) {
+      t.equal(access(id).length, 1, `${id}: exactly one access line`)
+    }
+    const created = access('create-1')[0] as Line
+    t.same(Object.keys(created).sort(), [...ACCESS_FIELDS, 'outcome'].sort(), 'the access line holds these fields and no others')
+    t.match(created, { level: 30, method: 'POST', route: '/plants', status: 200, outcome: 'created' })
+    t.ok(typeof created.durationMs === 'number' && created.durationMs >= 0, 'with its duration in ms')
+    t.match(access('replay-1')[0], { status: 200, outcome: 'replayed' })
+    t.match(access('conflict-1')[0], { status: 409, outcome: 'conflict' })
+    t.match(access('invalid-1')[0], { status: 400, route: '/plants' })
+    t.notOk('outcome' in (access('invalid-1')[0] as Line), 'no outcome when the store was not asked')
+    t.match(access('unauth-1')[0], { status: 401 })
+    t.match(access('nope-1')[0], { method: 'GET', route: null, status: 404 })
+
+    // Errors keep their own line besides the access line.
+    t.ok(lines.some((l) => l.reqId === 'conflict-1' && l.msg === 'request rejected' && l.status === 409), 'a conflict is also logged as rejected')
+    t.equal(lines.filter((l) => l.reqId === 'create-1').length, 1, 'a create that succeeds writes only its access line')
+    t.notOk(lines.some((l) => ['incoming request', 'request completed', 'plant create'].includes(l.msg as string)), 'none of the old request lines')
+    t.notOk(raw.some((l) => l.includes(TOKEN)), 'no line holds a token')
+    t.notOk(raw.some((l) => /Secret|hidden-tag/.test(l)), 'no line holds plant data')
+    t.ok(lines.every((l) => l.msg !== 'request' || typeof l.reqId === 'string'), 'every access line carries the request id')
   })
 }
+
+t.test('probes and everything else at trace: probes at debug, still one access line each', async (t) => {
+  const { logger, lines } = capture('trace')
+  const { app } = await buildTestApp(t, 'pglite', { logLevel: 'trace' }, logger)
+  await app.inject({ url: '/health/ready', headers: { 'x-request-id': 'trace-me-42' } })
+  const probe = lines.filter((l) => l.reqId === 'trace-me-42')
+  t.match(probe, [{ level: 20, msg: 'request', method: 'GET', route: '/health/ready', status: 200 }], 'one line, at debug')
+})
+
+t.test('answers given outside Fastify write an access line of the same shape', async (t) => {
+  const { logger, lines } = capture('info')
+  const { port } = await listeningTestApp(t, 'pglite', { logger })
+  const answers: Array<[string, string, number, Record<string, unknown>]> = [
+    ['malformed HTTP', 'THIS IS NOT HTTP\r\n\r\n', 400, { reason: 'malformed HTTP' }],
+    ['an unmet Expect', `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nContent-Type: application/json\r\nExpect: foo\r\nContent-Length: 2\r\n\r\n{}`, 417, { method: 'POST', route: null }]
+  ]
+  for (const [what, data, status, fields] of answers) {
+    const res = parseRawResponse((await rawExchange(port, [{ data }], 5000)).response)
+    t.equal(res?.status, status, `${what}: ${status}`)
+    const reqId = res?.headers['x-request-id']
+    t.match(lines.filter((l) => l.reqId === reqId), [{ level: 30, msg: 'request', status, ...fields }], `${what}: one access line under the answer's request id`)
+  }
+  t.notOk(lines.some((l) => JSON.stringify(l).includes(TOKEN)), 'no token')
+})

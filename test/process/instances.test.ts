@@ -41,6 +41,9 @@ t.test(`${INSTANCES} service processes on one database`, { skip: needsPostgres }
   t.pass('all instances ready')
 
   t.same(await appliedVersions(url), migrationVersions(), 'each migration recorded exactly once')
+  // Log lines are written in the background: wait until each has said how its migration went.
+  const migrationLine = (s: SourceServer): boolean => s.logs.some((l) => l.msg === 'migrations applied' || l.msg === 'schema up to date')
+  await timeUntil(async () => servers.every(migrationLine), 5_000, 50)
   const appliedBy = servers.filter((s) => s.logs.some((l) => l.msg === 'migrations applied')).length
   t.equal(appliedBy, 1, 'exactly one instance applied the migrations; the others found the schema up to date')
 
