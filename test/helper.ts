@@ -27,6 +27,15 @@ export function backends (): BackendName[] {
     : ['pglite']
 }
 
+// The same test once per backend, named "<name> on <backend>".
+export function forEachBackend (
+  t: Pick<Test, 'test'>,
+  name: string,
+  fn: (t: Test, backend: BackendName) => Promise<void>
+): void {
+  for (const backend of backends()) t.test(`${name} on ${backend}`, (t) => fn(t, backend))
+}
+
 export async function createTestDatabase (backend: BackendName): Promise<TestDatabase> {
   if (backend === 'pglite') {
     return { database: { kind: 'pglite', dataDir: 'memory://' }, drop: async () => {} }
