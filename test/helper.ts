@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { Test } from 'tap'
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import type { AddressInfo } from 'node:net'
@@ -115,6 +116,16 @@ export async function listeningTestApp (
   })
   await app.listen({ port: 0, host: '127.0.0.1' })
   return { app, port: (app.server.address() as AddressInfo).port }
+}
+
+// Resolves once the app's migrations are applied: an app started with
+// `background` serves before then.
+export async function untilMigrated (app: FastifyInstance, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!app.plants.isMigrated()) {
+    if (Date.now() > deadline) throw new Error(`migrations not applied within ${timeoutMs} ms`)
+    await sleep(10)
+  }
 }
 
 export const auth = (token = TOKEN): Record<string, string> => ({ authorization: `Bearer ${token}` })
