@@ -4,13 +4,13 @@ import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { createPlantErrors, createPlantOk, type Answer, type AnswerHeader } from '../src/answers.js'
 
-export const DOCS_PREFIX = '/docs'
+const DOCS_PREFIX = '/docs'
 
 // Swagger UI 5 needs no inline script and nothing from other origins, so
 // its pages run under a CSP that allows only this origin and no inline
 // code; "Try it out" calls the API on the same origin (connect-src 'self').
 // test/browser/docs.browser.ts shows the UI works under it.
-export const DOCS_CSP = [
+const DOCS_CSP = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",
@@ -50,7 +50,7 @@ const COMPONENT_REF = '#/components/schemas/'
 // and clients that read only the media type (Swagger UI's "Try it out",
 // generators) still see it. @fastify/swagger drops keywords beside a $ref,
 // so the route cannot say it there.
-export function addBodyExamples<T> (openapiObject: T): T {
+function addBodyExamples<T> (openapiObject: T): T {
   const doc = openapiObject as Document
   for (const operations of Object.values(doc.paths ?? {})) {
     for (const operation of Object.values(operations)) {
@@ -101,7 +101,7 @@ const headerRef = (name: string) => ({ $ref: `#/components/headers/${name}` })
 // writes its `headers` inline, each under a `schema` (no $ref to
 // components.headers), and drops `examples` beside the $ref of Plant or
 // Error.
-export function describeAnswers<T> (openapiObject: T): T {
+function describeAnswers<T> (openapiObject: T): T {
   const doc = openapiObject as Document
   for (const operations of Object.values(doc.paths ?? {})) {
     for (const operation of Object.values(operations)) {

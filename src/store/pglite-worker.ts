@@ -29,7 +29,7 @@ type Stage = Omit<Extract<Request, { op: 'stage' }>, 'id'>
 // about this size, so the HTTP loop runs between them.
 export const STAGE_CHARS = 4 * 1024 * 1024
 
-export function stageParams (params: unknown[]): { inline: unknown[], staged: number[], parts: Stage[] } {
+function stageParams (params: unknown[]): { inline: unknown[], staged: number[], parts: Stage[] } {
   const inline = [...params]
   const staged: number[] = []
   const parts: Stage[] = []
