@@ -221,8 +221,8 @@ function skipWs (): void {
 }
 
 // A run of string characters that need no attention. Long strings are
-// skipped with it: the regex engine scans several times faster than a
-// charCodeAt loop, but a call costs more than scanning a short key.
+// skipped with it: the regex engine scans faster than a charCodeAt loop,
+// but a call costs more than scanning a short key.
 // eslint-disable-next-line no-control-regex -- U+0000..U+001F are what JSON forbids unescaped
 const PLAIN_RUN = /[^"\\\u0000-\u001f]*/y
 const SCAN_BEFORE_REGEX = 32
@@ -251,8 +251,8 @@ function parseString (): string {
 }
 
 // Escaped strings are assembled from UTF-16 code units in a scratch buffer:
-// appending many short pieces with += builds a deep rope and measured ~8x
-// slower on escape-dense input. Long plain runs are still appended as
+// appending many short pieces with += builds a deep rope, far slower on
+// escape-dense input. Long plain runs are still appended as
 // slices. String.fromCharCode (unlike a UTF-16 TextDecoder) keeps lone
 // surrogates, which must reach the route unchanged.
 const scratch = new Uint16Array(4096)

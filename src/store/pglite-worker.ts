@@ -23,9 +23,9 @@ export function startPgliteThread (data: PgliteThreadData): Worker {
 type Call = Request extends infer R ? R extends Request ? Omit<R, 'id'> : never : never
 type Stage = Omit<Extract<Request, { op: 'stage' }>, 'id'>
 
-// Structured clone copies a message on the sending thread in one go, about
-// 1 ms per MB, and one statement of a batch of large creates carries
-// hundreds of MB. Array parameters larger than this go ahead in parts of
+// Structured clone copies a message on the sending thread in one go, in
+// time that grows with its size, and one statement of a batch of large
+// creates can carry hundreds of MB. Array parameters larger than this go ahead in parts of
 // about this size, so the HTTP loop runs between them.
 export const STAGE_CHARS = 4 * 1024 * 1024
 
