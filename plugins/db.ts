@@ -24,8 +24,6 @@ declare module 'fastify' {
     db: Db
     // Creates and readiness: src/store/plant-store.ts.
     plants: ReturnType<typeof createPlantStore>
-    // Resolves once migrations are applied.
-    migrated: Promise<void>
   }
 }
 
@@ -76,7 +74,6 @@ async function dbPlugin (fastify: FastifyInstance, opts: DbPluginOptions): Promi
   }
 
   fastify.decorate('db', db)
-  fastify.decorate('migrated', migration)
   fastify.decorate('plants', createPlantStore(db, {
     timeoutMs: dbTimeoutMs,
     ready: () => migrated,

@@ -1,16 +1,16 @@
 import fp from 'fastify-plugin'
-import swagger from '@fastify/swagger'
+import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { createPlantErrors, createPlantOk, type Answer, type AnswerHeader } from '../src/answers.js'
 
-export const DOCS_PREFIX = '/docs'
+const DOCS_PREFIX = '/docs'
 
 // Swagger UI 5 needs no inline script and nothing from other origins, so
 // its pages run under a CSP that allows only this origin and no inline
 // code; "Try it out" calls the API on the same origin (connect-src 'self').
 // test/browser/docs.browser.ts shows the UI works under it.
-export const DOCS_CSP = [
+const DOCS_CSP = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",
@@ -50,7 +50,7 @@ const COMPONENT_REF = '#/components/schemas/'
 // and clients that read only the media type (Swagger UI's "Try it out",
 // generators) still see it. @fastify/swagger drops keywords beside a $ref,
 // so the route cannot say it there.
-export function addBodyExamples<T> (openapiObject: T): T {
+function addBodyExamples<T> (openapiObject: T): T {
   const doc = openapiObject as Document
   for (const operations of Object.values(doc.paths ?? {})) {
     for (const operation of Object.values(operations)) {
@@ -66,7 +66,8 @@ export function addBodyExamples<T> (openapiObject: T): T {
 }
 
 // The response headers callers can rely on, documented once under
-// components.headers and referenced by each answer that carries them.
+// components.headers (DOCUMENT) and referenced by each answer that carries
+// them.
 const HEADERS: Record<AnswerHeader | 'X-Request-Id', { description: string, schema: Record<string, unknown> }> = {
   'X-Request-Id': {
     description: 'On every answer: the id of this request in the service log. It is yours when you sent an ' +
@@ -96,11 +97,12 @@ const headerRef = (name: string) => ({ $ref: `#/components/headers/${name}` })
 
 // Gives every response its headers (X-Request-Id always, plus the answer's
 // own) and an example body: for an error, the Error whose `error` is that
-// status. @fastify/swagger builds responses from schemas only, which have
-// no place for either.
-export function describeAnswers<T> (openapiObject: T): T {
+// status. A route's response schema cannot say either: @fastify/swagger
+// writes its `headers` inline, each under a `schema` (no $ref to
+// components.headers), and drops `examples` beside the $ref of Plant or
+// Error.
+function describeAnswers<T> (openapiObject: T): T {
   const doc = openapiObject as Document
-  doc.components = { ...doc.components, headers: HEADERS }
   for (const operations of Object.values(doc.paths ?? {})) {
     for (const operation of Object.values(operations)) {
       const answers = ANSWERS[operation.operationId ?? '']
@@ -141,56 +143,63 @@ async function securityHeaders (_request: FastifyRequest, reply: FastifyReply): 
   reply.headers(DOCS_SECURITY_HEADERS)
 }
 
+// The document's own parts; the paths come from the routes' schemas.
+const DOCUMENT: FastifyDynamicSwaggerOptions['openapi'] = {
+  openapi: '3.1.0',
+  info: {
+    title: 'Plant store API',
+    description: 'Adds plants to a store. Every API operation needs a bearer token: ' +
+      'send `Authorization: Bearer <token>`. Errors answer with an Error body whose ' +
+      '`error` equals the HTTP status.',
+    version: '1.0.0'
+  },
+  // The committed openapi.json must not depend on where a service runs,
+  // so the first server is relative: the service that serves this
+  // document (what Swagger UI uses, and what OpenAPI 3.1 resolves against
+  // the document's own URL). Code running in Node has no such URL and
+  // needs an absolute base: the second entry names it with variables
+  // whose defaults are the service's default HOST and PORT.
+  servers: [
+    { url: '/', description: 'The service serving this document' },
+    {
+      url: 'http://{host}:{port}',
+      description: 'A plant store at a known address (pass it as the base URL of a client)',
+      variables: {
+        host: { default: '127.0.0.1', description: 'The HOST the service listens on' },
+        port: { default: '3000', description: 'The PORT the service listens on' }
+      }
+    }
+  ],
+  tags: [{ name: 'plants', description: 'The plants in the store' }],
+  components: {
+    securitySchemes: {
+      bearerAuth: {
+        type: 'http',
+        scheme: 'bearer',
+        description: 'A token is a secret string that lets your service call the plant store. Ask the team ' +
+          'that runs the plant store for one; a token you make up is refused (401). A plant store started ' +
+          'for development without configured tokens prints a generated token at start-up. Paste the token ' +
+          'alone, without "Bearer ".'
+      }
+    },
+    // The routes' schemas are added here; naming the key first keeps them
+    // before the headers, where the committed openapi.json has them.
+    schemas: {},
+    headers: HEADERS
+  },
+  // The specification applies bearer auth to the whole API. Documented
+  // routes are exactly the authenticated ones; the public endpoints
+  // (docs, health) are hidden from the document.
+  security: [{ bearerAuth: [] }]
+}
+
 // Public API documentation: the OpenAPI 3.1.0 document generated from the
 // routes' TypeBox schemas, served at /openapi.json, and Swagger UI at /docs.
 async function docsPlugin (fastify: FastifyInstance): Promise<void> {
   // At the root (fastify-plugin), so its onRoute hook sees every route
   // registered after it, whatever their context.
   await fastify.register(swagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: {
-        title: 'Plant store API',
-        description: 'Adds plants to a store. Every API operation needs a bearer token: ' +
-          'send `Authorization: Bearer <token>`. Errors answer with an Error body whose ' +
-          '`error` equals the HTTP status.',
-        version: '1.0.0'
-      },
-      // The committed openapi.json must not depend on where a service runs,
-      // so the first server is relative: the service that serves this
-      // document (what Swagger UI uses, and what OpenAPI 3.1 resolves against
-      // the document's own URL). Code running in Node has no such URL and
-      // needs an absolute base: the second entry names it with variables
-      // whose defaults are the service's default HOST and PORT.
-      servers: [
-        { url: '/', description: 'The service serving this document' },
-        {
-          url: 'http://{host}:{port}',
-          description: 'A plant store at a known address (pass it as the base URL of a client)',
-          variables: {
-            host: { default: '127.0.0.1', description: 'The HOST the service listens on' },
-            port: { default: '3000', description: 'The PORT the service listens on' }
-          }
-        }
-      ],
-      tags: [{ name: 'plants', description: 'The plants in the store' }],
-      components: {
-        securitySchemes: {
-          bearerAuth: {
-            type: 'http',
-            scheme: 'bearer',
-            description: 'A token is a secret string that lets your service call the plant store. Ask the team ' +
-              'that runs the plant store for one; a token you make up is refused (401). A plant store started ' +
-              'for development without configured tokens prints a generated token at start-up. Paste the token ' +
-              'alone, without "Bearer ".'
-          }
-        }
-      },
-      // The specification applies bearer auth to the whole API. Documented
-      // routes are exactly the authenticated ones; the public endpoints
-      // (docs, health) are hidden from the document.
-      security: [{ bearerAuth: [] }]
-    },
+    openapi: DOCUMENT,
     transformObject: (doc) => 'openapiObject' in doc ? describeAnswers(addBodyExamples(doc.openapiObject)) : doc.swaggerObject,
     // Components take the schemas' $id (Plant, NewPlant, Error), and a
     // `$ref: 'Plant'` inside NewPlant becomes #/components/schemas/Plant.

@@ -11,7 +11,7 @@ export interface MetricsOptions {
   host: string
 }
 
-export const METRICS_PATH = '/metrics'
+const METRICS_PATH = '/metrics'
 
 // Prometheus metrics (src/telemetry/metrics.ts), served by a listener of
 // their own so the API port never shows them and a scrape never queues

@@ -1,17 +1,22 @@
 import { readFileSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
 import { Type, type Static } from '@sinclair/typebox'
-import { Value } from '@sinclair/typebox/value'
+import envSchema from 'env-schema'
+import type { ErrorObject } from 'ajv'
 import { makeWritableDirectory } from './directory.js'
 
-const LogLevel = Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)))
+// A string that is one of a few words, as an enum so that a wrong one is
+// answered with the words allowed.
+function OneOf<const T extends readonly string[]> (words: T, options: { default?: T[number] } = {}) {
+  return Type.Unsafe<T[number]>({ type: 'string', enum: [...words], ...options })
+}
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 
 // The OTLP encodings the service can export spans in (both over HTTP).
-const OtlpProtocol = Type.Union([Type.Literal('http/protobuf'), Type.Literal('http/json')])
+const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const
 
-// The environment as it arrives: every variable a string, checked before use.
-// Value.Convert turns "3000" into 3000 and leaves "abc" alone, so the check
-// then names the variable that is wrong.
+// The environment as it arrives: every variable a string, converted and
+// checked by env-schema (Ajv with coercion and defaults) before use.
 export const Env = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
   HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
@@ -21,7 +26,7 @@ export const Env = Type.Object({
   API_TOKENS: Type.Optional(Type.String()),
   API_TOKENS_FILE: Type.Optional(Type.String({ minLength: 1 })),
   BODY_LIMIT: Type.Integer({ minimum: 1, maximum: 1073741824, default: 1048576 }),
-  LOG_LEVEL: Type.Union(LogLevel.anyOf, { default: 'info' }),
+  LOG_LEVEL: OneOf(LOG_LEVELS, { default: 'info' }),
   DB_TIMEOUT_MS: Type.Integer({ minimum: 1, maximum: 600000, default: 5000 }),
   METRICS_PORT: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
   RATE_LIMIT_PER_MINUTE: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000000000 })),
@@ -30,36 +35,34 @@ export const Env = Type.Object({
   // exporting nothing.
   OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
-  OTEL_EXPORTER_OTLP_PROTOCOL: Type.Optional(OtlpProtocol),
-  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: Type.Optional(OtlpProtocol),
+  OTEL_EXPORTER_OTLP_PROTOCOL: Type.Optional(OneOf(OTLP_PROTOCOLS)),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: Type.Optional(OneOf(OTLP_PROTOCOLS)),
   OTEL_SDK_DISABLED: Type.Optional(Type.String()),
   OTEL_TRACES_EXPORTER: Type.Optional(Type.String()),
   NODE_ENV: Type.Optional(Type.String())
 })
 export type Env = Static<typeof Env>
 
-export const Config = Type.Object({
-  port: Type.Integer(),
-  host: Type.String(),
-  database: Type.Union([
-    Type.Object({ kind: Type.Literal('postgres'), url: Type.String() }),
-    Type.Object({ kind: Type.Literal('pglite'), dataDir: Type.String() })
-  ]),
-  apiTokens: Type.Array(Type.String({ minLength: 1 })),
-  bodyLimit: Type.Integer(),
-  logLevel: LogLevel,
+// The service's settings. loadConfig builds them from the checked Env and
+// tests write them by hand, so nothing is left to validate: a type only.
+export interface Config {
+  port: number
+  host: string
+  database: { kind: 'postgres', url: string } | { kind: 'pglite', dataDir: string }
+  apiTokens: string[]
+  bodyLimit: number
+  logLevel: Env['LOG_LEVEL']
   // Bounds every database wait (connect, query, pool checkout): past it the
   // client gets a 503 instead of hanging.
-  dbTimeoutMs: Type.Integer(),
-  production: Type.Boolean(),
+  dbTimeoutMs: number
+  production: boolean
   // Prometheus metrics on a listener of their own (plugins/metrics.ts).
-  metricsPort: Type.Optional(Type.Integer()),
+  metricsPort?: number
   // Creates per token per minute (plugins/rate-limit.ts).
-  rateLimitPerMinute: Type.Optional(Type.Integer()),
+  rateLimitPerMinute?: number
   // Spans exported over OTLP/HTTP in this encoding (plugins/tracing.ts).
-  tracing: Type.Optional(Type.Object({ protocol: OtlpProtocol }))
-})
-export type Config = Static<typeof Config>
+  tracing?: { protocol: typeof OTLP_PROTOCOLS[number] }
+}
 
 export class ConfigError extends Error {}
 
@@ -71,25 +74,30 @@ export interface LoadedConfig {
 
 // Checks the environment against Env; the first wrong variable stops start-up.
 export function readEnv (env: NodeJS.ProcessEnv = process.env): Env {
-  const raw: Record<string, unknown> = {}
+  const raw: Record<string, string> = {}
   for (const key of Object.keys(Env.properties)) {
     const value = env[key]
     if (value !== undefined && value !== '') raw[key] = value
   }
-  // Convert would quietly truncate "3000.5" to 3000: integers must be written whole.
+  // Ajv's coercion takes " 3000", "1e3" and "0x10" as numbers: integers
+  // must be written whole, in decimal.
   for (const [key, schema] of Object.entries(Env.properties)) {
     const value = raw[key]
-    if ((schema as { type?: string }).type === 'integer' && typeof value === 'string' && !/^-?\d+$/.test(value)) {
-      throw new ConfigError(`${key}: Expected a whole number (got ${JSON.stringify(value)})`)
+    if ((schema as { type?: string }).type === 'integer' && value !== undefined && !/^-?\d+$/.test(value)) {
+      throw new ConfigError(`${key}: must be a whole number (got ${JSON.stringify(value)})`)
     }
   }
-  const converted = Value.Convert(Env, Value.Default(Env, raw))
-  const firstError = Value.Errors(Env, converted).First()
-  if (firstError !== undefined) {
-    const name = firstError.path.replace(/^\//, '')
-    throw new ConfigError(`${name}: ${firstError.message} (got ${JSON.stringify(raw[name] ?? null)})`)
+  let e: Env
+  try {
+    // A copy: env-schema writes additionalProperties into the schema it is given.
+    e = envSchema<Env>({ schema: structuredClone(Env), data: raw, env: false })
+  } catch (err) {
+    const first = (err as { errors?: ErrorObject[] }).errors?.[0]
+    if (first === undefined) throw err
+    const name = first.instancePath.replace(/^\//, '')
+    const allowed = first.keyword === 'enum' ? `: ${(first.params as { allowedValues: string[] }).allowedValues.join(', ')}` : ''
+    throw new ConfigError(`${name}: ${first.message ?? 'not valid'}${allowed} (got ${JSON.stringify(raw[name] ?? null)})`)
   }
-  const e = converted as Env
   if (e.DATABASE_URL !== undefined) checkDatabaseUrl(e.DATABASE_URL)
   return e
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { Test } from 'tap'
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import type { AddressInfo } from 'node:net'
@@ -25,6 +26,15 @@ export function backends (): BackendName[] {
   return process.env.TEST_DATABASE_URL !== undefined && process.env.TEST_DATABASE_URL !== ''
     ? ['pglite', 'postgres']
     : ['pglite']
+}
+
+// The same test once per backend, named "<name> on <backend>".
+export function forEachBackend (
+  t: Pick<Test, 'test'>,
+  name: string,
+  fn: (t: Test, backend: BackendName) => Promise<void>
+): void {
+  for (const backend of backends()) t.test(`${name} on ${backend}`, (t) => fn(t, backend))
 }
 
 export async function createTestDatabase (backend: BackendName): Promise<TestDatabase> {
@@ -106,6 +116,16 @@ export async function listeningTestApp (
   })
   await app.listen({ port: 0, host: '127.0.0.1' })
   return { app, port: (app.server.address() as AddressInfo).port }
+}
+
+// Resolves once the app's migrations are applied: an app started with
+// `background` serves before then.
+export async function untilMigrated (app: FastifyInstance, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!app.plants.isMigrated()) {
+    if (Date.now() > deadline) throw new Error(`migrations not applied within ${timeoutMs} ms`)
+    await sleep(10)
+  }
 }
 
 export const auth = (token = TOKEN): Record<string, string> => ({ authorization: `Bearer ${token}` })

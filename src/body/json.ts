@@ -57,6 +57,12 @@ const FAST_DIGITS = 15
 // re-entered, and plain variables are faster than an object or closures.
 let src = ''
 let pos = 0
+// Open containers, innermost last, `depth` of them. keys[k] is the key of
+// the member being parsed in containers[k] when it is an object.
+const containers: Array<unknown[] | Record<string, unknown>> = []
+const isArray: boolean[] = []
+const keys: string[] = []
+let depth = 0
 
 export function parseJsonBody (bytes: Buffer): unknown {
   let text: string
@@ -67,105 +73,113 @@ export function parseJsonBody (bytes: Buffer): unknown {
   }
   src = text
   pos = 0
+  depth = 0
   try {
     skipWs()
     if (pos >= src.length) throw new JsonBodyError('Body is empty')
     return parseDocument()
   } finally {
-    // Do not keep a large body alive between requests.
+    // Do not keep a large body, or a part of it, alive between requests.
     src = ''
+    containers.length = 0
+    keys.length = 0
   }
 }
 
+// Told by parseValue that it opened a container, and by closeContainers that
+// it read a separator: the next thing in the body is a value. No JSON value
+// is a symbol.
+const VALUE_NEXT = Symbol('value next')
+
+// Iterative, not recursive: each value is parsed, then stored in its
+// container, closing every container that ends after it.
 function parseDocument (): unknown {
-  // Open containers, innermost last. keys[k] is the key of the member being
-  // parsed in containers[k] when it is an object.
-  const containers: Array<unknown[] | Record<string, unknown>> = []
-  const isArray: boolean[] = []
-  const keys: string[] = []
-  let depth = 0
-  let value: unknown
-
   for (;;) {
-    // Parse one value; containers are opened here and filled below.
-    skipWs()
-    let c = src.charCodeAt(pos)
-    if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
-      if (depth >= MAX_DEPTH) {
-        throw new JsonBodyError(`Body nests deeper than ${MAX_DEPTH} levels at position ${pos}`)
-      }
-      pos++
-      skipWs()
-      if (c === 0x7b) {
-        if (src.charCodeAt(pos) === 0x7d /* } */) {
-          pos++
-          value = {}
-        } else {
-          containers[depth] = {}
-          isArray[depth] = false
-          keys[depth] = parseKey(containers[depth] as Record<string, unknown>)
-          depth++
-          continue
-        }
-      } else if (src.charCodeAt(pos) === 0x5d /* ] */) {
-        pos++
-        value = []
-      } else {
-        containers[depth] = []
-        isArray[depth] = true
-        depth++
-        continue
-      }
-    } else if (c === 0x22 /* " */) {
-      pos++
-      value = parseString()
-    } else if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39)) {
-      value = parseNumber()
-    } else if (c === 0x74 /* t */ && src.startsWith('true', pos)) {
-      pos += 4
-      value = true
-    } else if (c === 0x66 /* f */ && src.startsWith('false', pos)) {
-      pos += 5
-      value = false
-    } else if (c === 0x6e /* n */ && src.startsWith('null', pos)) {
-      pos += 4
-      value = null
-    } else {
-      throw unexpected()
-    }
+    const value = parseValue()
+    if (value === VALUE_NEXT) continue
+    const document = storeValue(value)
+    if (document !== VALUE_NEXT) return document
+  }
+}
 
-    // Store the value in its container; close containers that end here.
-    for (;;) {
-      if (depth === 0) {
-        skipWs()
-        if (pos < src.length) throw unexpected()
-        return value
-      }
-      const top = depth - 1
-      const container = containers[top]
-      skipWs()
-      c = src.charCodeAt(pos)
-      if (isArray[top] === true) {
-        (container as unknown[]).push(value)
-        if (c === 0x2c /* , */) {
-          pos++
-          break
-        }
-        if (c !== 0x5d /* ] */) throw unexpected()
-      } else {
-        setMember(container as Record<string, unknown>, keys[top] as string, value)
-        if (c === 0x2c /* , */) {
-          pos++
-          skipWs()
-          keys[top] = parseKey(container as Record<string, unknown>)
-          break
-        }
-        if (c !== 0x7d /* } */) throw unexpected()
-      }
-      pos++
-      value = container
-      depth = top
+// Parses one value, or opens the container it starts (VALUE_NEXT).
+function parseValue (): unknown {
+  skipWs()
+  const c = src.charCodeAt(pos)
+  if (c === 0x7b /* { */ || c === 0x5b /* [ */) return openContainer(c === 0x5b)
+  if (c === 0x22 /* " */) {
+    pos++
+    return parseString()
+  }
+  if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39)) return parseNumber()
+  if (c === 0x74 /* t */ && src.startsWith('true', pos)) {
+    pos += 4
+    return true
+  }
+  if (c === 0x66 /* f */ && src.startsWith('false', pos)) {
+    pos += 5
+    return false
+  }
+  if (c === 0x6e /* n */ && src.startsWith('null', pos)) {
+    pos += 4
+    return null
+  }
+  throw unexpected()
+}
+
+// pos is at '{' or '['. An empty container is a value at once; any other
+// is pushed (for an object, with its first key read) and VALUE_NEXT returned.
+function openContainer (array: boolean): unknown {
+  if (depth >= MAX_DEPTH) {
+    throw new JsonBodyError(`Body nests deeper than ${MAX_DEPTH} levels at position ${pos}`)
+  }
+  pos++
+  skipWs()
+  if (src.charCodeAt(pos) === (array ? 0x5d /* ] */ : 0x7d /* } */)) {
+    pos++
+    return array ? [] : {}
+  }
+  const container = array ? [] : {}
+  containers[depth] = container
+  isArray[depth] = array
+  if (!array) keys[depth] = parseKey(container)
+  depth++
+  return VALUE_NEXT
+}
+
+// Stores a parsed value in the innermost open container and closes every
+// container that ends here. Returns the whole document once nothing is
+// open, or VALUE_NEXT after a separator.
+function storeValue (value: unknown): unknown {
+  for (;;) {
+    skipWs()
+    if (depth === 0) {
+      if (pos < src.length) throw unexpected()
+      return value
     }
+    const top = depth - 1
+    const container = containers[top]
+    const c = src.charCodeAt(pos)
+    if (isArray[top] === true) {
+      (container as unknown[]).push(value)
+      if (c === 0x2c /* , */) {
+        pos++
+        return VALUE_NEXT
+      }
+      if (c !== 0x5d /* ] */) throw unexpected()
+    } else {
+      setMember(container as Record<string, unknown>, keys[top] as string, value)
+      if (c === 0x2c /* , */) {
+        pos++
+        skipWs()
+        keys[top] = parseKey(container as Record<string, unknown>)
+        return VALUE_NEXT
+      }
+      if (c !== 0x7d /* } */) throw unexpected()
+    }
+    pos++
+    value = container
+    depth = top
   }
 }
 
@@ -207,8 +221,8 @@ function skipWs (): void {
 }
 
 // A run of string characters that need no attention. Long strings are
-// skipped with it: the regex engine scans several times faster than a
-// charCodeAt loop, but a call costs more than scanning a short key.
+// skipped with it: the regex engine scans faster than a charCodeAt loop,
+// but a call costs more than scanning a short key.
 // eslint-disable-next-line no-control-regex -- U+0000..U+001F are what JSON forbids unescaped
 const PLAIN_RUN = /[^"\\\u0000-\u001f]*/y
 const SCAN_BEFORE_REGEX = 32
@@ -237,8 +251,8 @@ function parseString (): string {
 }
 
 // Escaped strings are assembled from UTF-16 code units in a scratch buffer:
-// appending many short pieces with += builds a deep rope and measured ~8x
-// slower on escape-dense input. Long plain runs are still appended as
+// appending many short pieces with += builds a deep rope, far slower on
+// escape-dense input. Long plain runs are still appended as
 // slices. String.fromCharCode (unlike a UTF-16 TextDecoder) keeps lone
 // surrogates, which must reach the route unchanged.
 const scratch = new Uint16Array(4096)

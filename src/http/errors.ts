@@ -3,9 +3,11 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import type { ErrorBody } from '../schemas.js'
 import { everyAnswerHeaders } from './headers.js'
 
-// Every error answer, whoever gives it (the error handler, the 404 handler,
-// the shutdown refusal, the answers to malformed HTTP), is built here: the
-// Error body, its content type and the Retry-After delays.
+// The Error body, its content type and the Retry-After delays. Every error
+// answer on the API port is sent from here, whoever gives it (the error
+// handler, the 404 handler, the shutdown refusal, the answers to malformed
+// HTTP); the metrics listener, a plain Node server, sends its own with
+// errorBody (plugins/metrics.ts).
 
 export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8'
 
@@ -27,7 +29,7 @@ export class HttpError extends Error {
   }
 }
 
-export function statusOf (err: FastifyError): number {
+function statusOf (err: FastifyError): number {
   if (err.validation !== undefined) return 400
   const status = err.statusCode
   return typeof status === 'number' && status >= 400 && status <= 599 ? status : 500

@@ -6,7 +6,7 @@ import type { Db } from './db.js'
 // The project root, whether this runs from src/store/ (tsx) or from
 // dist/src/store/ (built); migrations/ sits there in both layouts.
 const above = dirname(dirname(dirname(fileURLToPath(import.meta.url))))
-export const projectRoot = basename(above) === 'dist' ? dirname(above) : above
+const projectRoot = basename(above) === 'dist' ? dirname(above) : above
 export const migrationsDir = join(projectRoot, 'migrations')
 
 // Any constant works; it only has to be the same for every instance.
@@ -36,14 +36,4 @@ export async function migrate (db: Db): Promise<MigrationResult> {
     const version = await postgrator.getDatabaseVersion()
     return { applied: applied.map((m) => m.version), version }
   })
-}
-
-// The highest "do" version on disk: readiness requires the database to be at it.
-export async function latestVersion (): Promise<number> {
-  const postgrator = new Postgrator({
-    migrationPattern: join(migrationsDir, '*.sql').replaceAll('\\', '/'),
-    driver: 'pg',
-    execQuery: async () => ({ rows: [] })
-  })
-  return await postgrator.getMaxVersion()
 }

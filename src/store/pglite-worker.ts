@@ -23,13 +23,13 @@ export function startPgliteThread (data: PgliteThreadData): Worker {
 type Call = Request extends infer R ? R extends Request ? Omit<R, 'id'> : never : never
 type Stage = Omit<Extract<Request, { op: 'stage' }>, 'id'>
 
-// Structured clone copies a message on the sending thread in one go, about
-// 1 ms per MB, and one statement of a batch of large creates carries
-// hundreds of MB. Array parameters larger than this go ahead in parts of
+// Structured clone copies a message on the sending thread in one go, in
+// time that grows with its size, and one statement of a batch of large
+// creates can carry hundreds of MB. Array parameters larger than this go ahead in parts of
 // about this size, so the HTTP loop runs between them.
 export const STAGE_CHARS = 4 * 1024 * 1024
 
-export function stageParams (params: unknown[]): { inline: unknown[], staged: number[], parts: Stage[] } {
+function stageParams (params: unknown[]): { inline: unknown[], staged: number[], parts: Stage[] } {
   const inline = [...params]
   const staged: number[] = []
   const parts: Stage[] = []
@@ -63,7 +63,69 @@ function charsOf (value: unknown): number {
 // and everything after with StoreUnavailableError (503), never a hang.
 export async function pgliteOverThread (worker: Worker): Promise<Connection> {
   await started(worker)
+  const thread = callsTo(worker)
+  let closing: Promise<void> | undefined
+  return {
+    kind: 'pglite',
+    ...sqlOver(thread.call),
+    // The session holds PGlite for this callback alone: statements sent
+    // outside it wait in PGlite until it commits or rolls back.
+    async transaction (fn) {
+      const tx = await thread.call({ op: 'begin' }) as number
+      let result
+      try {
+        result = await fn(sqlOver(thread.call, tx))
+      } catch (err) {
+        await thread.call({ op: 'end', tx, commit: false }).catch(() => {})
+        throw err
+      }
+      await thread.call({ op: 'end', tx, commit: true })
+      return result
+    },
+    async close () {
+      closing ??= (async () => {
+        if (!thread.gone()) await thread.call({ op: 'close' }).catch(() => {})
+        thread.stop(new StoreUnavailableError('The embedded database is closed'))
+        // An idle thread is unref'd: referenced again, its exit keeps the
+        // event loop alive until terminate() resolves.
+        worker.ref()
+        await worker.terminate()
+      })()
+      await closing
+    }
+  }
+}
 
+type CallThread = (request: Call, parts?: Stage[]) => Promise<unknown>
+
+// Statements as calls to the thread, inside the transaction tx if given;
+// large array parameters go ahead in parts (stageParams).
+function sqlOver (call: CallThread, tx?: number): Sql {
+  const session = tx === undefined ? {} : { tx }
+  return {
+    async query<R extends Row = Row>(text: string, params?: unknown[]) {
+      if (params === undefined) return await call({ op: 'query', text, ...session }) as R[]
+      const { inline, staged, parts } = stageParams(params)
+      return await call({ op: 'query', text, params: inline, ...(staged.length > 0 ? { staged } : {}), ...session }, parts) as R[]
+    },
+    async exec (text: string) {
+      await call({ op: 'exec', text, ...session })
+    }
+  }
+}
+
+interface ThreadCalls {
+  call: CallThread
+  // True once the thread is closed or crashed.
+  gone(): boolean
+  // Fails every waiting call and every later one with err.
+  stop(err: StoreUnavailableError): void
+}
+
+// Requests to the thread and their replies, matched by id. Idle, the thread
+// does not keep the process alive, as PGlite on this thread did not; while
+// a call waits, it does.
+function callsTo (worker: Worker): ThreadCalls {
   const pending = new Map<number, { resolve: (value: unknown) => void, reject: (err: unknown) => void }>()
   let nextId = 1
   // Set once the thread is gone (closed or crashed): every call fails with it.
@@ -74,13 +136,14 @@ export async function pgliteOverThread (worker: Worker): Promise<Connection> {
     for (const p of pending.values()) p.reject(gone)
     pending.clear()
   }
+  const settled = (id: number): boolean => {
+    if (!pending.delete(id)) return false
+    if (pending.size === 0) worker.unref()
+    return true
+  }
   worker.on('message', (reply: Reply) => {
     const p = pending.get(reply.id)
-    if (p === undefined) return
-    pending.delete(reply.id)
-    // Idle, the thread does not keep the process alive, as PGlite on this
-    // thread did not; while a call waits, it does.
-    if (pending.size === 0) worker.unref()
+    if (p === undefined || !settled(reply.id)) return
     if (reply.ok) p.resolve(reply.value)
     else p.reject(asStoreError(errorFromData(reply.error)))
   })
@@ -93,7 +156,7 @@ export async function pgliteOverThread (worker: Worker): Promise<Connection> {
     worker.postMessage(message)
   }
   // parts go first, one message each, the event loop free between them.
-  const call = async (request: Call, parts: Stage[] = []): Promise<unknown> => {
+  const call: CallThread = async (request, parts = []) => {
     if (gone !== undefined) throw gone
     const id = nextId++
     return await new Promise((resolve, reject) => {
@@ -108,57 +171,11 @@ export async function pgliteOverThread (worker: Worker): Promise<Connection> {
       }
       send().catch((err: unknown) => {
         // The thread is gone, or a parameter structured clone cannot copy.
-        if (!pending.delete(id)) return
-        if (pending.size === 0) worker.unref()
-        reject(err)
+        if (settled(id)) reject(err)
       })
     })
   }
-
-  const sql = (tx?: number): Sql => {
-    const session = tx === undefined ? {} : { tx }
-    return {
-      async query<R extends Row = Row>(text: string, params?: unknown[]) {
-        if (params === undefined) return await call({ op: 'query', text, ...session }) as R[]
-        const { inline, staged, parts } = stageParams(params)
-        return await call({ op: 'query', text, params: inline, ...(staged.length > 0 ? { staged } : {}), ...session }, parts) as R[]
-      },
-      async exec (text: string) {
-        await call({ op: 'exec', text, ...session })
-      }
-    }
-  }
-
-  let closing: Promise<void> | undefined
-  return {
-    kind: 'pglite',
-    ...sql(),
-    // The session holds PGlite for this callback alone: statements sent
-    // outside it wait in PGlite until it commits or rolls back.
-    async transaction (fn) {
-      const tx = await call({ op: 'begin' }) as number
-      let result
-      try {
-        result = await fn(sql(tx))
-      } catch (err) {
-        await call({ op: 'end', tx, commit: false }).catch(() => {})
-        throw err
-      }
-      await call({ op: 'end', tx, commit: true })
-      return result
-    },
-    async close () {
-      closing ??= (async () => {
-        if (gone === undefined) await call({ op: 'close' }).catch(() => {})
-        stop(new StoreUnavailableError('The embedded database is closed'))
-        // An idle thread is unref'd: referenced again, its exit keeps the
-        // event loop alive until terminate() resolves.
-        worker.ref()
-        await worker.terminate()
-      })()
-      await closing
-    }
-  }
+  return { call, gone: () => gone !== undefined, stop }
 }
 
 async function started (worker: Worker): Promise<void> {

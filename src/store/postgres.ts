@@ -42,27 +42,7 @@ export function openPostgres ({ url, timeoutMs, log, poolSize = 10 }: PostgresOp
   // and the pool then closes that client rather than keep it: a session on a
   // demoted primary or a read-only database (25006) is never handed to the
   // next create. test/process/read-only-database.test.ts holds it to that.
-  const wrap = (client: pg.Pool | pg.PoolClient): Sql => ({
-    async query<R extends Row = Row>(text: string, params?: unknown[], options?: QueryOptions) {
-      try {
-        const result = options?.name === undefined
-          ? await client.query<R>(text, params)
-          : await client.query<R>({ name: options.name, text, values: params ?? [] })
-        return result.rows
-      } catch (err) {
-        throw asStoreError(err)
-      }
-    },
-    async exec (text: string) {
-      try {
-        await client.query(text)
-      } catch (err) {
-        throw asStoreError(err)
-      }
-    }
-  })
-
-  const poolSql = wrap(pool)
+  const poolSql = sqlOf(pool)
   return {
     kind: 'postgres',
     ...poolSql,
@@ -89,7 +69,7 @@ export function openPostgres ({ url, timeoutMs, log, poolSize = 10 }: PostgresOp
       let lost: Error | undefined
       const onLost = (err: Error): void => { lost = err }
       client.on('error', onLost)
-      const tx = wrap(client)
+      const tx = sqlOf(client)
       let failure: unknown
       try {
         await tx.exec('BEGIN')
@@ -111,6 +91,30 @@ export function openPostgres ({ url, timeoutMs, log, poolSize = 10 }: PostgresOp
     async close () {
       // Idempotent: a test or a failed start-up may close before shutdown does.
       if (!pool.ended && !pool.ending) await pool.end()
+    }
+  }
+}
+
+// Statements on the pool, or on one checked-out client in a transaction,
+// their failures as store errors.
+function sqlOf (client: pg.Pool | pg.PoolClient): Sql {
+  return {
+    async query<R extends Row = Row>(text: string, params?: unknown[], options?: QueryOptions) {
+      try {
+        const result = options?.name === undefined
+          ? await client.query<R>(text, params)
+          : await client.query<R>({ name: options.name, text, values: params ?? [] })
+        return result.rows
+      } catch (err) {
+        throw asStoreError(err)
+      }
+    },
+    async exec (text: string) {
+      try {
+        await client.query(text)
+      } catch (err) {
+        throw asStoreError(err)
+      }
     }
   }
 }

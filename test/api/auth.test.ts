@@ -1,5 +1,5 @@
 import t from 'tap'
-import { backends, buildTestApp, assertErrorShape, TOKEN, OTHER_TOKEN } from '../helper.js'
+import { forEachBackend, buildTestApp, assertErrorShape, TOKEN, OTHER_TOKEN } from '../helper.js'
 import { tokenMatcher } from '../../plugins/auth.js'
 
 const body = '{"id": 1, "name": "Monstera"}'
@@ -27,61 +27,59 @@ t.test('tokenMatcher handles tokens longer than its 256-byte width', async (t) =
   }
 })
 
-for (const backend of backends()) {
-  t.test(`authentication on ${backend}`, async (t) => {
-    const { app, rows } = await buildTestApp(t, backend)
-    const post = (headers: Record<string, string>, payload = body) =>
-      app.inject({ method: 'POST', url: '/plants', headers, payload })
+forEachBackend(t, 'authentication', async (t, backend) => {
+  const { app, rows } = await buildTestApp(t, backend)
+  const post = (headers: Record<string, string>, payload = body) =>
+    app.inject({ method: 'POST', url: '/plants', headers, payload })
 
-    t.test('no Authorization header: 401 with the bare challenge', async (t) => {
-      const res = await post({ 'content-type': 'application/json' })
-      assertErrorShape(t, res, 401)
-      t.equal(res.headers['www-authenticate'], REALM)
-    })
-
-    t.test('another scheme: 401 with the bare challenge', async (t) => {
-      const res = await post({ authorization: `Basic ${Buffer.from('a:b').toString('base64')}`, 'content-type': 'application/json' })
-      assertErrorShape(t, res, 401)
-      t.equal(res.headers['www-authenticate'], REALM)
-    })
-
-    t.test('a wrong, prefix or extended token: 401 invalid_token', async (t) => {
-      for (const token of ['nope', TOKEN.slice(0, -1), `${TOKEN}x`, `x${TOKEN}`, TOKEN.toUpperCase()]) {
-        const res = await post({ authorization: `Bearer ${token}`, 'content-type': 'application/json' })
-        assertErrorShape(t, res, 401)
-        t.equal(res.headers['www-authenticate'], `${REALM}, error="invalid_token"`, token)
-      }
-    })
-
-    t.test('"Bearer" with no token: 401 with the bare challenge', async (t) => {
-      const res = await post({ authorization: 'Bearer ', 'content-type': 'application/json' })
-      assertErrorShape(t, res, 401)
-      t.equal(res.headers['www-authenticate'], REALM)
-    })
-
-    t.test('the scheme name is case-insensitive', async (t) => {
-      for (const [i, scheme] of ['bearer', 'BEARER', 'BeArEr'].entries()) {
-        const res = await post({ authorization: `${scheme} ${TOKEN}`, 'content-type': 'application/json' }, `{"id": ${30 + i}, "name": "${scheme}"}`)
-        t.equal(res.statusCode, 200, scheme)
-      }
-    })
-
-    t.test('every configured token is accepted (rotation)', async (t) => {
-      const res = await post({ authorization: `Bearer ${OTHER_TOKEN}`, 'content-type': 'application/json' }, '{"id": 8, "name": "Second"}')
-      t.equal(res.statusCode, 200)
-    })
-
-    t.test('authentication runs before the media type and the body are looked at', async (t) => {
-      const before = (await rows()).length
-      assertErrorShape(t, await post({ 'content-type': 'text/plain' }, 'not json'), 401)
-      assertErrorShape(t, await post({ 'content-type': 'application/json' }, '{broken'), 401)
-      assertErrorShape(t, await post({ authorization: 'Bearer wrong', 'content-type': 'application/json' }, '{"id": 99, "name": "x"}'), 401)
-      t.equal((await rows()).length, before, 'nothing stored')
-    })
-
-    t.test('public endpoints need no token', async (t) => {
-      t.equal((await app.inject({ url: '/health/live' })).statusCode, 200)
-      t.equal((await app.inject({ url: '/health/ready' })).statusCode, 200)
-    })
+  t.test('no Authorization header: 401 with the bare challenge', async (t) => {
+    const res = await post({ 'content-type': 'application/json' })
+    assertErrorShape(t, res, 401)
+    t.equal(res.headers['www-authenticate'], REALM)
   })
-}
+
+  t.test('another scheme: 401 with the bare challenge', async (t) => {
+    const res = await post({ authorization: `Basic ${Buffer.from('a:b').toString('base64')}`, 'content-type': 'application/json' })
+    assertErrorShape(t, res, 401)
+    t.equal(res.headers['www-authenticate'], REALM)
+  })
+
+  t.test('a wrong, prefix or extended token: 401 invalid_token', async (t) => {
+    for (const token of ['nope', TOKEN.slice(0, -1), `${TOKEN}x`, `x${TOKEN}`, TOKEN.toUpperCase()]) {
+      const res = await post({ authorization: `Bearer ${token}`, 'content-type': 'application/json' })
+      assertErrorShape(t, res, 401)
+      t.equal(res.headers['www-authenticate'], `${REALM}, error="invalid_token"`, token)
+    }
+  })
+
+  t.test('"Bearer" with no token: 401 with the bare challenge', async (t) => {
+    const res = await post({ authorization: 'Bearer ', 'content-type': 'application/json' })
+    assertErrorShape(t, res, 401)
+    t.equal(res.headers['www-authenticate'], REALM)
+  })
+
+  t.test('the scheme name is case-insensitive', async (t) => {
+    for (const [i, scheme] of ['bearer', 'BEARER', 'BeArEr'].entries()) {
+      const res = await post({ authorization: `${scheme} ${TOKEN}`, 'content-type': 'application/json' }, `{"id": ${30 + i}, "name": "${scheme}"}`)
+      t.equal(res.statusCode, 200, scheme)
+    }
+  })
+
+  t.test('every configured token is accepted (rotation)', async (t) => {
+    const res = await post({ authorization: `Bearer ${OTHER_TOKEN}`, 'content-type': 'application/json' }, '{"id": 8, "name": "Second"}')
+    t.equal(res.statusCode, 200)
+  })
+
+  t.test('authentication runs before the media type and the body are looked at', async (t) => {
+    const before = (await rows()).length
+    assertErrorShape(t, await post({ 'content-type': 'text/plain' }, 'not json'), 401)
+    assertErrorShape(t, await post({ 'content-type': 'application/json' }, '{broken'), 401)
+    assertErrorShape(t, await post({ authorization: 'Bearer wrong', 'content-type': 'application/json' }, '{"id": 99, "name": "x"}'), 401)
+    t.equal((await rows()).length, before, 'nothing stored')
+  })
+
+  t.test('public endpoints need no token', async (t) => {
+    t.equal((await app.inject({ url: '/health/live' })).statusCode, 200)
+    t.equal((await app.inject({ url: '/health/ready' })).statusCode, 200)
+  })
+})

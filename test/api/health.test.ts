@@ -1,5 +1,5 @@
 import t from 'tap'
-import { backends, buildTestApp, assertErrorShape, postPlant, testConfig } from '../helper.js'
+import { backends, buildTestApp, assertErrorShape, postPlant, testConfig, untilMigrated } from '../helper.js'
 import { buildApp } from '../../src/app.js'
 import { heldMigrationLock, needsPostgres } from '../support/postgres.js'
 
@@ -49,7 +49,7 @@ t.test('ready only once the migrations are applied', { skip: needsPostgres }, as
   assertErrorShape(t, await postPlant(app, '{"id": 1, "name": "early"}'), 503)
 
   await commit()
-  await app.migrated
+  await untilMigrated(app)
   t.equal((await app.inject('/health/ready')).statusCode, 200, 'ready once migrated')
   t.equal((await postPlant(app, '{"id": 1, "name": "early"}')).statusCode, 200, 'creates work')
 })

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { assertErrorShape, backends, buildTestApp, jsonHeaders, postPlant } from '../helper.js'
+import { assertErrorShape, forEachBackend, buildTestApp, jsonHeaders, postPlant } from '../helper.js'
 
 // What a caller (or a client generator) needs from the served document:
 // servers, response headers per status, an Error example per status, which
@@ -11,103 +11,101 @@ type Json = Record<string, any>
 
 const HEADERS = '#/components/headers/'
 
-for (const backend of backends()) {
-  t.test(`the document for callers on ${backend}`, async (t) => {
-    const { app } = await buildTestApp(t, backend)
-    const doc = JSON.parse((await app.inject({ method: 'GET', url: '/openapi.json' })).body) as Json
-    const post = doc.paths['/plants'].post as Json
-    const responses = post.responses as Record<string, Json>
-    const headerNames = (status: string): string[] => Object.keys(responses[status]?.headers ?? {}).sort()
+forEachBackend(t, 'the document for callers', async (t, backend) => {
+  const { app } = await buildTestApp(t, backend)
+  const doc = JSON.parse((await app.inject({ method: 'GET', url: '/openapi.json' })).body) as Json
+  const post = doc.paths['/plants'].post as Json
+  const responses = post.responses as Record<string, Json>
+  const headerNames = (status: string): string[] => Object.keys(responses[status]?.headers ?? {}).sort()
 
-    t.test('servers: this service (relative), then an absolute address with the default HOST and PORT', async (t) => {
-      t.same(doc.servers[0], { url: '/', description: doc.servers[0].description })
-      t.equal(doc.servers[1].url, 'http://{host}:{port}')
-      t.same(doc.servers[1].variables.host.default, '127.0.0.1')
-      t.same(doc.servers[1].variables.port.default, '3000')
-      t.equal(doc.servers.length, 2)
-    })
-
-    t.test('headers: X-Request-Id on every answer, and each status its own', async (t) => {
-      const own: Record<string, string[]> = { 401: ['WWW-Authenticate'], 405: ['Allow'], 429: ['Retry-After'], 503: ['Retry-After'] }
-      for (const status of Object.keys(responses)) {
-        t.same(headerNames(status), ['X-Request-Id', ...(own[status] ?? [])].sort(), `${status} headers`)
-        for (const [name, header] of Object.entries(responses[status]?.headers as Json)) {
-          t.same(header, { $ref: `${HEADERS}${name}` }, `${status} ${name} points at its component`)
-        }
-      }
-      for (const [name, header] of Object.entries(doc.components.headers as Json)) {
-        t.ok(header.description.length > 20, `${name} is described`)
-        t.ok(header.schema.type, `${name} has a schema`)
-      }
-      t.equal(doc.components.headers['Retry-After'].schema.type, 'integer', 'Retry-After is seconds')
-      t.match(doc.components.headers['WWW-Authenticate'].description, 'Bearer realm="plant-store"')
-    })
-
-    t.test('examples: a Plant for 200, and for each error the Error whose error is the status', async (t) => {
-      t.same(responses['200']?.content['application/json'].example, { name: 'Monstera', tag: 'indoor' })
-      for (const [status, response] of Object.entries(responses)) {
-        if (status === '200') continue
-        const example = response.content['application/json'].example
-        t.same(Object.keys(example).sort(), ['error', 'message'], `${status}: an Error`)
-        t.equal(example.error, Number(status), `${status}: error equals the status`)
-        t.ok(typeof example.message === 'string' && example.message.length > 0, `${status}: a message`)
-      }
-    })
-
-    t.test('retry safety: the operation and every answer say whether retrying is safe', async (t) => {
-      t.match(post.description, /safe to retry/i)
-      t.match(post.description, /idempotent/i)
-      for (const [status, response] of Object.entries(responses)) {
-        t.match(response.description, /retry|again/i, `${status} says whether to retry`)
-      }
-      t.match(responses['503']?.description, /safe to retry after the Retry-After/i)
-      t.match(responses['409']?.description, /retrying answers 409 again/i)
-      t.match(responses['400']?.description, /do not retry unchanged/i)
-    })
-
-    t.test('405 is documented with Allow, as the contract has it', async (t) => {
-      t.match(responses['405']?.description, /method other than POST/)
-    })
-
-    t.test('the id says how JavaScript callers keep it exact', async (t) => {
-      const id = doc.components.schemas.NewPlant.allOf[1].properties.id
-      t.same([id.type, id.format], ['integer', 'int64'])
-      t.match(id.description, /bare JSON number/)
-      t.match(id.description, /2\^53-1 \(9007199254740991\)/)
-      t.match(id.description, /client/)
-      t.match(id.description, /JSON\.rawJSON/)
-    })
-
-    t.test('the Authorize text says what a token is and where to get one', async (t) => {
-      const text = doc.components.securitySchemes.bearerAuth.description as string
-      t.match(text, /team that runs the plant store/)
-      t.match(text, /start-up/)
-      t.notMatch(text, /API_TOKENS/, 'no server-side setting names')
-    })
-
-    t.test('real answers carry what the document promises', async (t) => {
-      const answers: Record<string, Awaited<ReturnType<typeof postPlant>>> = {
-        200: await postPlant(app, '{"id": 1, "name": "Monstera"}'),
-        400: await postPlant(app, '{"id": "1", "name": "Monstera"}'),
-        401: await postPlant(app, '{"id": 1, "name": "Monstera"}', { 'content-type': 'application/json', authorization: 'Bearer wrong' }),
-        409: await postPlant(app, '{"id": 1, "name": "Ficus"}'),
-        413: await postPlant(app, JSON.stringify({ id: 2, name: 'x'.repeat(1_100_000) })),
-        415: await postPlant(app, '{"id": 1, "name": "Monstera"}', { ...jsonHeaders(), 'content-type': 'text/plain' }),
-        501: await postPlant(app, '{"id": 4, "name": "Monstera"}', { ...jsonHeaders(), 'transfer-encoding': 'gzip, chunked' })
-      }
-      await app.db.close()
-      answers[503] = await postPlant(app, '{"id": 3, "name": "Monstera"}')
-      for (const [status, res] of Object.entries(answers)) {
-        t.equal(res.statusCode, Number(status), `${status} answered`)
-        if (status !== '200') assertErrorShape(t, res, Number(status))
-        for (const name of headerNames(status)) {
-          t.ok(res.headers[name.toLowerCase()], `${status} carries ${name}`)
-        }
-      }
-      t.equal(answers[503]?.headers['retry-after'], '5')
-    })
+  t.test('servers: this service (relative), then an absolute address with the default HOST and PORT', async (t) => {
+    t.same(doc.servers[0], { url: '/', description: doc.servers[0].description })
+    t.equal(doc.servers[1].url, 'http://{host}:{port}')
+    t.same(doc.servers[1].variables.host.default, '127.0.0.1')
+    t.same(doc.servers[1].variables.port.default, '3000')
+    t.equal(doc.servers.length, 2)
   })
-}
+
+  t.test('headers: X-Request-Id on every answer, and each status its own', async (t) => {
+    const own: Record<string, string[]> = { 401: ['WWW-Authenticate'], 405: ['Allow'], 429: ['Retry-After'], 503: ['Retry-After'] }
+    for (const status of Object.keys(responses)) {
+      t.same(headerNames(status), ['X-Request-Id', ...(own[status] ?? [])].sort(), `${status} headers`)
+      for (const [name, header] of Object.entries(responses[status]?.headers as Json)) {
+        t.same(header, { $ref: `${HEADERS}${name}` }, `${status} ${name} points at its component`)
+      }
+    }
+    for (const [name, header] of Object.entries(doc.components.headers as Json)) {
+      t.ok(header.description.length > 20, `${name} is described`)
+      t.ok(header.schema.type, `${name} has a schema`)
+    }
+    t.equal(doc.components.headers['Retry-After'].schema.type, 'integer', 'Retry-After is seconds')
+    t.match(doc.components.headers['WWW-Authenticate'].description, 'Bearer realm="plant-store"')
+  })
+
+  t.test('examples: a Plant for 200, and for each error the Error whose error is the status', async (t) => {
+    t.same(responses['200']?.content['application/json'].example, { name: 'Monstera', tag: 'indoor' })
+    for (const [status, response] of Object.entries(responses)) {
+      if (status === '200') continue
+      const example = response.content['application/json'].example
+      t.same(Object.keys(example).sort(), ['error', 'message'], `${status}: an Error`)
+      t.equal(example.error, Number(status), `${status}: error equals the status`)
+      t.ok(typeof example.message === 'string' && example.message.length > 0, `${status}: a message`)
+    }
+  })
+
+  t.test('retry safety: the operation and every answer say whether retrying is safe', async (t) => {
+    t.match(post.description, /safe to retry/i)
+    t.match(post.description, /idempotent/i)
+    for (const [status, response] of Object.entries(responses)) {
+      t.match(response.description, /retry|again/i, `${status} says whether to retry`)
+    }
+    t.match(responses['503']?.description, /safe to retry after the Retry-After/i)
+    t.match(responses['409']?.description, /retrying answers 409 again/i)
+    t.match(responses['400']?.description, /do not retry unchanged/i)
+  })
+
+  t.test('405 is documented with Allow, as the contract has it', async (t) => {
+    t.match(responses['405']?.description, /method other than POST/)
+  })
+
+  t.test('the id says how JavaScript callers keep it exact', async (t) => {
+    const id = doc.components.schemas.NewPlant.allOf[1].properties.id
+    t.same([id.type, id.format], ['integer', 'int64'])
+    t.match(id.description, /bare JSON number/)
+    t.match(id.description, /2\^53-1 \(9007199254740991\)/)
+    t.match(id.description, /client/)
+    t.match(id.description, /JSON\.rawJSON/)
+  })
+
+  t.test('the Authorize text says what a token is and where to get one', async (t) => {
+    const text = doc.components.securitySchemes.bearerAuth.description as string
+    t.match(text, /team that runs the plant store/)
+    t.match(text, /start-up/)
+    t.notMatch(text, /API_TOKENS/, 'no server-side setting names')
+  })
+
+  t.test('real answers carry what the document promises', async (t) => {
+    const answers: Record<string, Awaited<ReturnType<typeof postPlant>>> = {
+      200: await postPlant(app, '{"id": 1, "name": "Monstera"}'),
+      400: await postPlant(app, '{"id": "1", "name": "Monstera"}'),
+      401: await postPlant(app, '{"id": 1, "name": "Monstera"}', { 'content-type': 'application/json', authorization: 'Bearer wrong' }),
+      409: await postPlant(app, '{"id": 1, "name": "Ficus"}'),
+      413: await postPlant(app, JSON.stringify({ id: 2, name: 'x'.repeat(1_100_000) })),
+      415: await postPlant(app, '{"id": 1, "name": "Monstera"}', { ...jsonHeaders(), 'content-type': 'text/plain' }),
+      501: await postPlant(app, '{"id": 4, "name": "Monstera"}', { ...jsonHeaders(), 'transfer-encoding': 'gzip, chunked' })
+    }
+    await app.db.close()
+    answers[503] = await postPlant(app, '{"id": 3, "name": "Monstera"}')
+    for (const [status, res] of Object.entries(answers)) {
+      t.equal(res.statusCode, Number(status), `${status} answered`)
+      if (status !== '200') assertErrorShape(t, res, Number(status))
+      for (const name of headerNames(status)) {
+        t.ok(res.headers[name.toLowerCase()], `${status} carries ${name}`)
+      }
+    }
+    t.equal(answers[503]?.headers['retry-after'], '5')
+  })
+})
 
 t.test('Swagger UI and the root address', async (t) => {
   const { app } = await buildTestApp(t, 'pglite')

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { readFile } from 'node:fs/promises'
 import { Validator } from '@seriousme/openapi-schema-validator'
-import { backends, buildTestApp } from '../helper.js'
+import { forEachBackend, buildTestApp } from '../helper.js'
 import { formatOpenapi, servedOpenapi } from '../../src/openapi-document.js'
 
 const committedPath = new URL('../../openapi.json', import.meta.url)
@@ -21,29 +21,27 @@ t.test('the validator rejects a broken document, so the check above can fail', a
   t.notOk((await new Validator().validate(broken)).valid)
 })
 
-for (const backend of backends()) {
-  t.test(`the served document is the committed openapi.json on ${backend}`, async (t) => {
-    const { app } = await buildTestApp(t, backend)
-    const committed = await readFile(committedPath, 'utf8')
+forEachBackend(t, 'the served document is the committed openapi.json', async (t, backend) => {
+  const { app } = await buildTestApp(t, backend)
+  const committed = await readFile(committedPath, 'utf8')
 
-    t.test('GET /openapi.json needs no token and equals the file byte for byte', async (t) => {
-      const res = await app.inject({ method: 'GET', url: '/openapi.json' })
-      t.equal(res.statusCode, 200)
-      t.match(res.headers['content-type'], /^application\/json/)
-      t.equal(formatOpenapi(JSON.parse(res.body)), committed,
-        'openapi.json is out of date: run `npm run openapi` and review the diff')
-    })
-
-    t.test('Swagger UI loads the same document', async (t) => {
-      const res = await app.inject({ method: 'GET', url: '/docs/json' })
-      t.equal(res.statusCode, 200)
-      t.equal(formatOpenapi(JSON.parse(res.body)), await servedOpenapi(app))
-    })
-
-    t.test('a token does not change the document', async (t) => {
-      const res = await app.inject({ method: 'GET', url: '/openapi.json', headers: { authorization: 'Bearer nonsense' } })
-      t.equal(res.statusCode, 200)
-      t.equal(formatOpenapi(JSON.parse(res.body)), committed)
-    })
+  t.test('GET /openapi.json needs no token and equals the file byte for byte', async (t) => {
+    const res = await app.inject({ method: 'GET', url: '/openapi.json' })
+    t.equal(res.statusCode, 200)
+    t.match(res.headers['content-type'], /^application\/json/)
+    t.equal(formatOpenapi(JSON.parse(res.body)), committed,
+      'openapi.json is out of date: run `npm run openapi` and review the diff')
   })
-}
+
+  t.test('Swagger UI loads the same document', async (t) => {
+    const res = await app.inject({ method: 'GET', url: '/docs/json' })
+    t.equal(res.statusCode, 200)
+    t.equal(formatOpenapi(JSON.parse(res.body)), await servedOpenapi(app))
+  })
+
+  t.test('a token does not change the document', async (t) => {
+    const res = await app.inject({ method: 'GET', url: '/openapi.json', headers: { authorization: 'Bearer nonsense' } })
+    t.equal(res.statusCode, 200)
+    t.equal(formatOpenapi(JSON.parse(res.body)), committed)
+  })
+})

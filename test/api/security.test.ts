@@ -8,7 +8,7 @@ import { loadConfig } from '../../src/config.js'
 import { loggerOptions } from '../../src/logger.js'
 import { tokenMatcher } from '../../plugins/auth.js'
 import type { Db, Sql } from '../../src/store/db.js'
-import { assertErrorShape, backends, buildTestApp, jsonHeaders, OTHER_TOKEN, postPlant, TOKEN, type TestApp } from '../helper.js'
+import { assertErrorShape, forEachBackend, buildTestApp, jsonHeaders, OTHER_TOKEN, postPlant, TOKEN, type TestApp } from '../helper.js'
 import { withClient } from '../support/database.js'
 
 // Tokens that are wrong here but could be real somewhere: they must not be
@@ -95,96 +95,94 @@ async function send (app: FastifyInstance, body: string, headers: Record<string,
   return await app.inject({ method: 'POST', url: '/plants', headers, payload: body })
 }
 
-for (const backend of backends()) {
-  t.test(`security on ${backend}`, async (t) => {
-    const log = captureLog()
-    const h = await buildTestApp(t, backend, {}, log.logger as never)
-    const { app } = h
+forEachBackend(t, 'security', async (t, backend) => {
+  const log = captureLog()
+  const h = await buildTestApp(t, backend, {}, log.logger as never)
+  const { app } = h
 
-    await t.test('SQL carries client data only as parameters', async (t) => {
-      const seen = recordStatements(app.db)
-      const marker = 'mark-5d1c'
-      const name = `x'); DROP TABLE plants; -- ${marker}`
-      const tag = `$1 ' " \\ ; ${marker}`
-      const res = await postPlant(app, JSON.stringify({ id: 4242, name, tag }))
-      t.equal(res.statusCode, 200)
-      t.equal(res.body, JSON.stringify({ name, tag }), 'stored and answered exactly')
-      const replay = await postPlant(app, JSON.stringify({ id: 4242, name, tag }))
-      t.equal(replay.statusCode, 200, 'a replay reads it back')
-      t.ok(seen.some((s) => s.params.some((p) => String(p).includes(marker))), 'the recorder saw the values, as parameters')
-      t.same(seen.filter((s) => s.text.includes(marker)).map((s) => s.text), [], 'no statement text holds client data')
-      t.same((await h.rows()).find((r) => r.id === '4242'), { id: '4242', name, tag }, 'the row is exact; the table still stands')
-    })
-
-    await t.test('every configured token is accepted; near misses are not', async (t) => {
-      for (const token of [TOKEN, OTHER_TOKEN]) {
-        t.equal((await postPlant(app, '{"id": 1, "name": "t"}', jsonHeaders(token))).statusCode, 200, 'configured token accepted')
-      }
-      for (const token of [TOKEN.slice(0, -1), `${TOKEN}x`, TOKEN.toUpperCase(), `${TOKEN}${OTHER_TOKEN}`, WRONG_TOKEN]) {
-        const res = await postPlant(app, '{"id": 1, "name": "t"}', jsonHeaders(token))
-        assertErrorShape(t, res, 401)
-        assertNoLeak(t, res.body)
-      }
-    })
-
-    await t.test('ordinary errors answer without internals', async (t) => {
-      const cases: Array<[string, Record<string, string>, number]> = [
-        ['{"id": 1, "name": "other"}', jsonHeaders(), 409],
-        ['{"id": "1", "name": "x"}', jsonHeaders(), 400],
-        ['{"id": 1, "name": "x"', jsonHeaders(), 400],
-        ['{"id": 1}', { ...jsonHeaders(), 'content-type': 'text/plain' }, 415],
-        ['{}', { authorization: `Basic ${TOKEN}`, 'content-type': 'application/json' }, 401],
-        ['{}', { authorization: TOKEN, 'content-type': 'application/json' }, 401],
-        ['{}', { authorization: `Token ${WRONG_TOKEN}`, 'content-type': 'application/json' }, 401]
-      ]
-      for (const [body, headers, status] of cases) {
-        const res = await send(app, body, headers)
-        assertErrorShape(t, res, status)
-        assertNoLeak(t, res.body)
-      }
-    })
-
-    let failedRequestIds: string[] = []
-    await t.test('a 503 and a 500 answer without token, SQL or stack', async (t) => {
-      // PGlite can only be made unavailable by closing it, so the 500 comes first there.
-      const order = backend === 'pglite' ? ['500', '503'] : ['503', '500']
-      for (const kind of order) {
-        if (kind === '503') {
-          const release = await makeUnavailable(h)
-          const res = await postPlant(app, `{"id": 77, "name": "${CLIENT_DATA}"}`)
-          await release()
-          const body = assertErrorShape(t, res, 503)
-          t.equal(res.headers['retry-after'], '5', 'with Retry-After')
-          t.notMatch(body.message, /took longer|timeout|closed|terminated/i, 'a generic message')
-          assertNoLeak(t, res.body)
-          failedRequestIds.push(String(res.headers['x-request-id']))
-        } else {
-          await breakSchema(h)
-          const res = await postPlant(app, `{"id": 78, "name": "${CLIENT_DATA}"}`)
-          const body = assertErrorShape(t, res, 500)
-          t.equal(body.message, 'Internal Server Error', 'a generic message')
-          assertNoLeak(t, res.body)
-          failedRequestIds.push(String(res.headers['x-request-id']))
-        }
-      }
-    })
-
-    await t.test('no token reaches the log, at trace level, while the details of failures do', async (t) => {
-      // Should code ever log headers, redaction still removes the token.
-      app.log.info({ headers: { authorization: `Bearer ${TOKEN}` } }, 'headers logged by mistake')
-      const text = log.text()
-      const lines = text.split('\n').filter((l) => l.length > 0)
-      t.ok(lines.length > 30, `${lines.length} log lines captured`)
-      for (const secret of SECRETS) t.notOk(text.includes(secret), `the log never holds ${secret.slice(0, 6)}…`)
-      t.match(text, /\[redacted\]/, 'a logged Authorization header is redacted')
-      t.notOk(text.includes(CLIENT_DATA), 'nor the plant data of a failed create')
-      const failures = lines.map((l) => JSON.parse(l) as { reqId?: string, level: number, err?: { message?: string } })
-        .filter((l) => l.level >= 40 && l.err !== undefined && failedRequestIds.includes(String(l.reqId)))
-      t.equal(new Set(failures.map((l) => l.reqId)).size, failedRequestIds.length, 'each failure is logged with its request id and the error')
-      failedRequestIds = []
-    })
+  await t.test('SQL carries client data only as parameters', async (t) => {
+    const seen = recordStatements(app.db)
+    const marker = 'mark-5d1c'
+    const name = `x'); DROP TABLE plants; -- ${marker}`
+    const tag = `$1 ' " \\ ; ${marker}`
+    const res = await postPlant(app, JSON.stringify({ id: 4242, name, tag }))
+    t.equal(res.statusCode, 200)
+    t.equal(res.body, JSON.stringify({ name, tag }), 'stored and answered exactly')
+    const replay = await postPlant(app, JSON.stringify({ id: 4242, name, tag }))
+    t.equal(replay.statusCode, 200, 'a replay reads it back')
+    t.ok(seen.some((s) => s.params.some((p) => String(p).includes(marker))), 'the recorder saw the values, as parameters')
+    t.same(seen.filter((s) => s.text.includes(marker)).map((s) => s.text), [], 'no statement text holds client data')
+    t.same((await h.rows()).find((r) => r.id === '4242'), { id: '4242', name, tag }, 'the row is exact; the table still stands')
   })
-}
+
+  await t.test('every configured token is accepted; near misses are not', async (t) => {
+    for (const token of [TOKEN, OTHER_TOKEN]) {
+      t.equal((await postPlant(app, '{"id": 1, "name": "t"}', jsonHeaders(token))).statusCode, 200, 'configured token accepted')
+    }
+    for (const token of [TOKEN.slice(0, -1), `${TOKEN}x`, TOKEN.toUpperCase(), `${TOKEN}${OTHER_TOKEN}`, WRONG_TOKEN]) {
+      const res = await postPlant(app, '{"id": 1, "name": "t"}', jsonHeaders(token))
+      assertErrorShape(t, res, 401)
+      assertNoLeak(t, res.body)
+    }
+  })
+
+  await t.test('ordinary errors answer without internals', async (t) => {
+    const cases: Array<[string, Record<string, string>, number]> = [
+      ['{"id": 1, "name": "other"}', jsonHeaders(), 409],
+      ['{"id": "1", "name": "x"}', jsonHeaders(), 400],
+      ['{"id": 1, "name": "x"', jsonHeaders(), 400],
+      ['{"id": 1}', { ...jsonHeaders(), 'content-type': 'text/plain' }, 415],
+      ['{}', { authorization: `Basic ${TOKEN}`, 'content-type': 'application/json' }, 401],
+      ['{}', { authorization: TOKEN, 'content-type': 'application/json' }, 401],
+      ['{}', { authorization: `Token ${WRONG_TOKEN}`, 'content-type': 'application/json' }, 401]
+    ]
+    for (const [body, headers, status] of cases) {
+      const res = await send(app, body, headers)
+      assertErrorShape(t, res, status)
+      assertNoLeak(t, res.body)
+    }
+  })
+
+  let failedRequestIds: string[] = []
+  await t.test('a 503 and a 500 answer without token, SQL or stack', async (t) => {
+    // PGlite can only be made unavailable by closing it, so the 500 comes first there.
+    const order = backend === 'pglite' ? ['500', '503'] : ['503', '500']
+    for (const kind of order) {
+      if (kind === '503') {
+        const release = await makeUnavailable(h)
+        const res = await postPlant(app, `{"id": 77, "name": "${CLIENT_DATA}"}`)
+        await release()
+        const body = assertErrorShape(t, res, 503)
+        t.equal(res.headers['retry-after'], '5', 'with Retry-After')
+        t.notMatch(body.message, /took longer|timeout|closed|terminated/i, 'a generic message')
+        assertNoLeak(t, res.body)
+        failedRequestIds.push(String(res.headers['x-request-id']))
+      } else {
+        await breakSchema(h)
+        const res = await postPlant(app, `{"id": 78, "name": "${CLIENT_DATA}"}`)
+        const body = assertErrorShape(t, res, 500)
+        t.equal(body.message, 'Internal Server Error', 'a generic message')
+        assertNoLeak(t, res.body)
+        failedRequestIds.push(String(res.headers['x-request-id']))
+      }
+    }
+  })
+
+  await t.test('no token reaches the log, at trace level, while the details of failures do', async (t) => {
+    // Should code ever log headers, redaction still removes the token.
+    app.log.info({ headers: { authorization: `Bearer ${TOKEN}` } }, 'headers logged by mistake')
+    const text = log.text()
+    const lines = text.split('\n').filter((l) => l.length > 0)
+    t.ok(lines.length > 30, `${lines.length} log lines captured`)
+    for (const secret of SECRETS) t.notOk(text.includes(secret), `the log never holds ${secret.slice(0, 6)}…`)
+    t.match(text, /\[redacted\]/, 'a logged Authorization header is redacted')
+    t.notOk(text.includes(CLIENT_DATA), 'nor the plant data of a failed create')
+    const failures = lines.map((l) => JSON.parse(l) as { reqId?: string, level: number, err?: { message?: string } })
+      .filter((l) => l.level >= 40 && l.err !== undefined && failedRequestIds.includes(String(l.reqId)))
+    t.equal(new Set(failures.map((l) => l.reqId)).size, failedRequestIds.length, 'each failure is logged with its request id and the error')
+    failedRequestIds = []
+  })
+})
 
 t.test('tokens can be rotated without downtime: several are accepted at once', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'plant-store-tokens-'))

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { buildTestApp, postPlant, testConfig } from '../helper.js'
+import { buildTestApp, postPlant, testConfig, untilMigrated } from '../helper.js'
 import { buildApp } from '../../src/app.js'
 import { loggerOptions } from '../../src/logger.js'
 import { heldMigrationLock, needsPostgres } from '../support/postgres.js'
@@ -73,5 +73,5 @@ t.test('a probe before the migrations are applied: 503 at debug only, no stack t
   t.notOk(lines.some((l) => l.level > INFO && JSON.stringify(l).includes('stack')), 'no stack trace above info')
   t.notOk(lines503.some((l) => l.err !== undefined), 'no error object in probe lines')
   await commit()
-  await app.migrated
+  await untilMigrated(app)
 })

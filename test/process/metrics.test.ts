@@ -1,6 +1,6 @@
 import t from 'tap'
 import { Writable } from 'node:stream'
-import { backends, createTestDatabase, testConfig, jsonHeaders, auth, type Teardown } from '../helper.js'
+import { forEachBackend, createTestDatabase, testConfig, jsonHeaders, auth, type Teardown } from '../helper.js'
 import { buildApp } from '../../src/app.js'
 import { request } from '../support/http.js'
 import { metricsUrlOf, parseSamples, valueOf, type Sample } from '../support/prometheus.js'
@@ -38,48 +38,46 @@ const post = async (apiUrl: string, body: unknown, headers: Record<string, strin
 const duration = (samples: Sample[], status: number, route = '/plants', method = 'POST'): number =>
   valueOf(samples, 'http_request_duration_seconds_count', { method, route, status_code: String(status) })
 
-for (const backend of backends()) {
-  t.test(`${backend}: a known mix of creates moves the counters by exactly its numbers`, async (t) => {
-    const running = await startWithMetrics(t, backend)
-    // Something before the baseline, so the series exist and deltas are real.
-    t.equal((await post(running.apiUrl, { id: 1000, name: 'warm-up' })).status, 200)
-    const before = await scrape(running.metricsUrl)
+forEachBackend(t, 'a known mix of creates moves the counters by exactly its numbers', async (t, backend) => {
+  const running = await startWithMetrics(t, backend)
+  // Something before the baseline, so the series exist and deltas are real.
+  t.equal((await post(running.apiUrl, { id: 1000, name: 'warm-up' })).status, 200)
+  const before = await scrape(running.metricsUrl)
 
-    const answers: number[] = []
-    for (const id of [1, 2, 3]) answers.push((await post(running.apiUrl, { id, name: 'Fern' })).status) // new
-    for (const id of [1, 2]) answers.push((await post(running.apiUrl, { id, name: 'Fern' })).status) // replay
-    answers.push((await post(running.apiUrl, { id: 3, name: 'Cactus' })).status) // conflict
-    answers.push((await post(running.apiUrl, { id: 4, name: 'Fern' }, { 'content-type': 'application/json' })).status) // 401: no token
-    answers.push((await post(running.apiUrl, { id: 4, name: 'Fern' }, { ...jsonHeaders(), authorization: 'Bearer wrong' })).status) // 401
-    answers.push((await request(`${running.apiUrl}/plants`, { method: 'POST', headers: { ...auth(), 'content-type': 'text/plain' }, body: 'x' })).status) // 415
-    t.same(answers, [200, 200, 200, 200, 200, 409, 401, 401, 415], 'the answers the mix should get')
+  const answers: number[] = []
+  for (const id of [1, 2, 3]) answers.push((await post(running.apiUrl, { id, name: 'Fern' })).status) // new
+  for (const id of [1, 2]) answers.push((await post(running.apiUrl, { id, name: 'Fern' })).status) // replay
+  answers.push((await post(running.apiUrl, { id: 3, name: 'Cactus' })).status) // conflict
+  answers.push((await post(running.apiUrl, { id: 4, name: 'Fern' }, { 'content-type': 'application/json' })).status) // 401: no token
+  answers.push((await post(running.apiUrl, { id: 4, name: 'Fern' }, { ...jsonHeaders(), authorization: 'Bearer wrong' })).status) // 401
+  answers.push((await request(`${running.apiUrl}/plants`, { method: 'POST', headers: { ...auth(), 'content-type': 'text/plain' }, body: 'x' })).status) // 415
+  t.same(answers, [200, 200, 200, 200, 200, 409, 401, 401, 415], 'the answers the mix should get')
 
-    const after = await scrape(running.metricsUrl)
-    const delta = (name: string, labels: Record<string, string> = {}): number => valueOf(after, name, labels) - valueOf(before, name, labels)
-    t.equal(delta('plant_store_creates_total', { outcome: 'created' }), 3, 'created +3')
-    t.equal(delta('plant_store_creates_total', { outcome: 'replayed' }), 2, 'replayed +2')
-    t.equal(delta('plant_store_creates_total', { outcome: 'conflict' }), 1, 'conflict +1')
-    t.equal(duration(after, 200) - duration(before, 200), 5, 'five 200s timed')
-    t.equal(duration(after, 409) - duration(before, 409), 1, 'one 409 timed')
-    t.equal(duration(after, 401) - duration(before, 401), 2, 'two 401s timed')
-    t.equal(duration(after, 415) - duration(before, 415), 1, 'one 415 timed')
-    t.equal(delta('plant_store_write_batch_size_sum'), 6, 'the six creates that reached the store were written in batches')
-    t.ok(delta('plant_store_write_batch_size_count') >= 1 && delta('plant_store_write_batch_size_count') <= 6, 'one to six batches')
-    t.equal(delta('plant_store_creates_rejected_queue_full_total'), 0, 'nothing refused for a full queue')
-    t.equal(valueOf(after, 'plant_store_write_queue_depth'), 0, 'nothing waiting now')
-    t.equal(valueOf(after, 'plant_store_writes_in_flight'), 0, 'nothing in flight now')
-    if (backend === 'postgres') {
-      t.ok(valueOf(after, 'plant_store_db_pool_connections') >= 1, 'the pool has a connection open')
-      t.ok(after.some((s) => s.name === 'plant_store_db_pool_idle_connections'), 'idle connections')
-      t.equal(valueOf(after, 'plant_store_db_pool_waiting_clients'), 0, 'nobody waits for a connection')
-    } else {
-      t.notOk(after.some((s) => s.name.startsWith('plant_store_db_pool_')), 'PGlite has no pool')
-    }
-    for (const name of ['nodejs_eventloop_lag_p99_seconds', 'nodejs_heap_size_used_bytes', 'process_cpu_seconds_total']) {
-      t.ok(after.some((s) => s.name === name), `default metric ${name}`)
-    }
-  })
-}
+  const after = await scrape(running.metricsUrl)
+  const delta = (name: string, labels: Record<string, string> = {}): number => valueOf(after, name, labels) - valueOf(before, name, labels)
+  t.equal(delta('plant_store_creates_total', { outcome: 'created' }), 3, 'created +3')
+  t.equal(delta('plant_store_creates_total', { outcome: 'replayed' }), 2, 'replayed +2')
+  t.equal(delta('plant_store_creates_total', { outcome: 'conflict' }), 1, 'conflict +1')
+  t.equal(duration(after, 200) - duration(before, 200), 5, 'five 200s timed')
+  t.equal(duration(after, 409) - duration(before, 409), 1, 'one 409 timed')
+  t.equal(duration(after, 401) - duration(before, 401), 2, 'two 401s timed')
+  t.equal(duration(after, 415) - duration(before, 415), 1, 'one 415 timed')
+  t.equal(delta('plant_store_write_batch_size_sum'), 6, 'the six creates that reached the store were written in batches')
+  t.ok(delta('plant_store_write_batch_size_count') >= 1 && delta('plant_store_write_batch_size_count') <= 6, 'one to six batches')
+  t.equal(delta('plant_store_creates_rejected_queue_full_total'), 0, 'nothing refused for a full queue')
+  t.equal(valueOf(after, 'plant_store_write_queue_depth'), 0, 'nothing waiting now')
+  t.equal(valueOf(after, 'plant_store_writes_in_flight'), 0, 'nothing in flight now')
+  if (backend === 'postgres') {
+    t.ok(valueOf(after, 'plant_store_db_pool_connections') >= 1, 'the pool has a connection open')
+    t.ok(after.some((s) => s.name === 'plant_store_db_pool_idle_connections'), 'idle connections')
+    t.equal(valueOf(after, 'plant_store_db_pool_waiting_clients'), 0, 'nobody waits for a connection')
+  } else {
+    t.notOk(after.some((s) => s.name.startsWith('plant_store_db_pool_')), 'PGlite has no pool')
+  }
+  for (const name of ['nodejs_eventloop_lag_p99_seconds', 'nodejs_heap_size_used_bytes', 'process_cpu_seconds_total']) {
+    t.ok(after.some((s) => s.name === name), `default metric ${name}`)
+  }
+})
 
 t.test('the API port has no /metrics; the listener answers only GET /metrics', async (t) => {
   const running = await startWithMetrics(t, 'pglite')
