@@ -4,9 +4,6 @@ import pino from 'pino'
 import type { Config } from './config.js'
 import { serializeError } from './error-log.js'
 
-// pino JSON lines, each with the request id (Fastify's reqId). The token
-// never reaches a log line: Fastify does not log headers, and should a
-// serializer ever include them, redaction removes it.
 // The service's log destination: stdout, written asynchronously so a
 // request never waits on a write. A line is written as soon as no write is
 // in flight, and lines that arrive while one is gather into the next write
