@@ -1,13 +1,13 @@
 import { STATUS_CODES } from 'node:http'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
-import type { ErrorBody } from '../schemas.js'
+import type { ErrorBody } from '../../src/schemas.js'
 import { everyAnswerHeaders } from './headers.js'
 
 // The Error body, its content type and the Retry-After delays. Every error
 // answer on the API port is sent from here, whoever gives it (the error
 // handler, the 404 handler, the shutdown refusal, the answers to malformed
 // HTTP); the metrics listener, a plain Node server, sends its own with
-// errorBody (plugins/metrics.ts).
+// errorBody (plugins/telemetry/metrics-plugin.ts).
 
 export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8'
 
@@ -92,7 +92,7 @@ export function frameworkErrorHandler (err: FastifyError, request: FastifyReques
 }
 
 // No route for this method and path: 405 with Allow when the path has
-// routes for other methods (`allowed`, from src/http/routing.ts), else 404.
+// routes for other methods (`allowed`, from plugins/http-edge/routing.ts), else 404.
 export function notFoundHandler (request: FastifyRequest, reply: FastifyReply, allowed?: readonly string[]): void {
   if (allowed !== undefined && allowed.length > 0) {
     const path = request.url.split('?')[0] ?? ''

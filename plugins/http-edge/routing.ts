@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { notFoundHandler } from './errors.js'
+import { notFoundHandler } from './error-answers.js'
 
 // Routing comes first: a request no route takes is answered in onRequest,
 // before authentication and before a byte of its body is read (Fastify's

@@ -1,13 +1,13 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { Socket } from 'node:net'
-import { answerUnmetExpectation, closeIfBodyUnread, continueWhenBodyWanted, refuseConnect, refuseUnknownTransferCoding, requireHostHeader } from '../src/http/edge.js'
-import { errorHandler, notFoundHandler } from '../src/http/errors.js'
-import { everyAnswerHeaders } from '../src/http/headers.js'
-import { inTurn, type OnRequestStep } from '../src/http/connection.js'
-import { answerHalfClosedClients, checkNodeInternals } from '../src/http/node-internals.js'
-import { routeFirst } from '../src/http/routing.js'
-import { refuseWhileClosing } from '../src/http/shutdown.js'
+import { answerUnmetExpectation, closeIfBodyUnread, continueWhenBodyWanted, refuseConnect, refuseUnknownTransferCoding, requireHostHeader } from './edge-checks.js'
+import { errorHandler, notFoundHandler } from './error-answers.js'
+import { everyAnswerHeaders } from './headers.js'
+import { inTurn, type OnRequestStep } from './connection.js'
+import { answerHalfClosedClients, checkNodeInternals } from './node-internals.js'
+import { routeFirst } from './routing.js'
+import { refuseWhileClosing } from './shutdown.js'
 
 // The connection edge, before any route: pipelined requests are processed
 // in turn, every answer carries the request id and nosniff, HTTP/1.1 needs a
@@ -18,7 +18,7 @@ import { refuseWhileClosing } from '../src/http/shutdown.js'
 // connection, requests arriving during shutdown are refused, and every
 // error, 404 included, takes the Error shape; a client that half-closes
 // after its request still gets its answer. Node's private fields are
-// checked first (src/http/node-internals.ts). (Malformed HTTP and
+// checked first (plugins/http-edge/node-internals.ts). (Malformed HTTP and
 // pre-routing errors are server options: src/app.ts.)
 async function httpEdge (fastify: FastifyInstance): Promise<void> {
   const internals = await checkNodeInternals()
