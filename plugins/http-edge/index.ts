@@ -1,12 +1,10 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { Socket } from 'node:net'
-import { answerUnmetExpectation, closeIfBodyUnread, continueWhenBodyWanted, refuseConnect, refuseUnknownTransferCoding, requireHostHeader } from './edge-checks.js'
-import { errorHandler, notFoundHandler } from './error-answers.js'
-import { everyAnswerHeaders } from './headers.js'
+import { answerUnmetExpectation, closeIfBodyUnread, continueWhenBodyWanted, refuseConnect, refuseUnknownTransferCoding, requireHostHeader, routeFirst } from './edge-checks.js'
+import { errorHandler, everyAnswerHeaders, notFoundHandler } from './error-answers.js'
 import { inTurn, type OnRequestStep } from './connection.js'
 import { answerHalfClosedClients, checkNodeInternals } from './node-internals.js'
-import { routeFirst } from './routing.js'
 import { refuseWhileClosing } from './shutdown.js'
 
 // The connection edge, before any route: pipelined requests are processed
