@@ -33,13 +33,12 @@ function toPlant (record: PlantRecord): Plant {
   return record.tag === undefined ? { name: record.name } : { name: record.name, tag: record.tag }
 }
 
-// POST /plants, in the contract's order. Before this handler runs: the bearer
-// check (plugins/auth.ts, onRequest), the media type (requireJson, onRequest),
-// the body (plugins/json-body/json-parser.ts) and NewPlant validation (plugins/json-body/validation.ts,
-// ids by the int64 rule in plugins/json-body/int64.ts). Here: strings the database
-// cannot hold exactly, then the store (src/store/plant-store.ts), whose
-// outcome is the answer: created or replayed 200, conflict 409; a store that
-// is unavailable throws, and the error handler answers 503.
+// POST /plants. What runs before this handler, and in which order: README,
+// "A request's path". The media type is checked in the route's own
+// onRequest: after auth (the context's hooks run first) and before a byte
+// of the body is read. Here: strings the database cannot hold
+// exactly, then the store, whose outcome is the answer (a store that is
+// unavailable throws, and the error handler answers 503).
 const plantsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.post('/plants', {
     schema: createPlantSchema,

@@ -62,10 +62,11 @@ export function serverOptions (
 export async function buildApp ({ config, logger = false, background, timeouts, writer }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify(serverOptions(config, logger, serverTimeouts(config, timeouts))).withTypeProvider<TypeBoxTypeProvider>()
 
+  // Registered in the order a request meets them: README, "A request's path".
   // Operating it, when configured: spans (first, so the request span covers
   // every hook) and metrics (every answer timed, 404s included). Imported
-  // only then: the OpenTelemetry SDK and prom-client hold about 20 MB of
-  // resident memory that a service without them should not carry.
+  // only then: the OpenTelemetry SDK and prom-client hold resident memory
+  // that a service without them should not carry (bench/RESULTS.md).
   if (config.tracing !== undefined) {
     await app.register((await import('../plugins/telemetry/tracing-plugin.js')).default, { tracing: config.tracing })
   }
@@ -73,10 +74,8 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
     await app.register((await import('../plugins/telemetry/metrics-plugin.js')).default, { port: config.metricsPort, host: config.host })
   }
 
-  // In the order a request meets them: the connection edge (request id,
-  // Host, Expect, shutdown, the Error shape), the database, the public docs
-  // and probes, then the API: bearer auth, media type, body, validation and
-  // the store (routes/plants.ts).
+  // The edge's hooks first, so they run before every route's; the database
+  // before the routes that use it.
   await app.register(httpEdge)
   await app.register(jsonBody)
   await app.register(dbPlugin, {

@@ -5,8 +5,8 @@ import type { CreateOutcome } from '../../src/store/plant-store.js'
 // has been sent, with what an operator searches by and nothing a caller
 // sent as data (no body, no headers, no token). The request's own logger
 // adds reqId and, when the caller sent a traceparent, trace_id. Errors keep
-// their own lines (plugins/http-edge/error-answers.ts) besides this one. Answers given
-// outside Fastify (malformed HTTP, an unmet Expect: plugins/http-edge/edge-checks.ts) write
+// their own lines (error-answers.ts) besides this one. Answers given
+// outside Fastify (malformed HTTP, an unmet Expect: edge-checks.ts) write
 // a line of the same shape there.
 
 export const ACCESS_LINE = 'request'

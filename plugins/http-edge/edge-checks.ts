@@ -38,7 +38,7 @@ export function clientErrorHandler (this: FastifyInstance, err: Error & { code?:
 }
 
 // CONNECT asks for a tunnel, which only a proxy gives. Node hands it, with
-// the raw socket, to a 'connect' listener (plugins/http-edge/index.ts), or
+// the raw socket, to a 'connect' listener (index.ts), or
 // destroys the socket without a word when there is none.
 export function refuseConnect (log: FastifyBaseLogger, req: IncomingMessage, socket: Socket): void {
   const reqId = genReqId(req)
@@ -93,7 +93,7 @@ export function closeIfBodyUnread (request: FastifyRequest, reply: FastifyReply,
 }
 
 // Node answers Expect: 100-continue itself, before any check, unless the
-// server listens for 'checkContinue' (plugins/http-edge/index.ts does). The
+// server listens for 'checkContinue' (index.ts does). The
 // client is told to send its body only when the body is about to be read:
 // authentication, routing and the media type have passed. Node sends any
 // other expectation to 'checkExpectation' (answerUnmetExpectation) and

@@ -7,17 +7,11 @@ import { inTurn, type OnRequestStep } from './connection.js'
 import { answerHalfClosedClients, checkNodeInternals } from './node-internals.js'
 import { refuseWhileClosing } from './shutdown.js'
 
-// The connection edge, before any route: pipelined requests are processed
-// in turn, every answer carries the request id and nosniff, HTTP/1.1 needs a
-// Host, a transfer coding other than chunked is 501 and CONNECT 400, a
-// request no route takes is answered before its body is read, an
-// unmet Expect is answered in the Error shape and 100 Continue waits until
-// the body is wanted, an answer given before the body was read closes the
-// connection, requests arriving during shutdown are refused, and every
-// error, 404 included, takes the Error shape; a client that half-closes
-// after its request still gets its answer. Node's private fields are
-// checked first (plugins/http-edge/node-internals.ts). (Malformed HTTP and
-// pre-routing errors are server options: src/app.ts.)
+// The connection edge, before any route: what each check does, and why, is
+// beside it in this folder; the order a request meets them: README, "A
+// request's path". Node's private fields are checked first
+// (node-internals.ts); malformed HTTP and errors raised before routing are
+// server options (src/app.ts).
 async function httpEdge (fastify: FastifyInstance): Promise<void> {
   const internals = await checkNodeInternals()
   if (!internals.ok) {

@@ -4,9 +4,9 @@ import { sharedSchemas } from '../../src/schemas.js'
 import { parseJsonBody } from './json-parser.js'
 import { validatorCompiler } from './validation.js'
 
-// The request body: only JSON is parsed (plugins/json-body/json-parser.ts), and it is
+// The request body: only JSON is parsed (json-parser.ts), and it is
 // validated without coercion against the shared schemas
-// (plugins/json-body/validation.ts).
+// (validation.ts).
 async function jsonBody (fastify: FastifyInstance): Promise<void> {
   fastify.setValidatorCompiler(validatorCompiler)
   for (const schema of sharedSchemas) fastify.addSchema(schema)

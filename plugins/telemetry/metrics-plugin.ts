@@ -13,7 +13,7 @@ export interface MetricsOptions {
 
 const METRICS_PATH = '/metrics'
 
-// Prometheus metrics (plugins/telemetry/metrics.ts), served by a listener of
+// Prometheus metrics (metrics.ts), served by a listener of
 // their own so the API port never shows them and a scrape never queues
 // behind API traffic. Registered only when METRICS_PORT is set: otherwise
 // nothing is counted. Registered at the root, before the routes, so every

@@ -4,7 +4,7 @@ import type { PoolStats } from '../../src/store/db.js'
 
 // What GET /metrics shows (Prometheus text format), in one registry of the
 // service's own: the metric names, labels and buckets live here, the wiring
-// in plugins/telemetry/metrics-plugin.ts. README "Operating" explains each to an on-call person.
+// in metrics-plugin.ts. README "Operating" explains each to an on-call person.
 
 // The route label of a request no route matched: scanners' URLs all count
 // here, so they cannot grow the label set.
