@@ -155,7 +155,7 @@ async function main (): Promise<number> {
   const database = async (backend: 'postgres' | 'pglite'): Promise<BenchDatabase> => {
     const db = backend === 'postgres' ? await createPostgresDatabase(adminUrl as string) : createPgliteDatabase()
     databases.push(db)
-    const migrated = await runToEnd(`${backend} migrate`, ['dist/src/migrate.js'], { ...serviceEnv, ...db.env })
+    const migrated = await runToEnd(`${backend} migrate`, ['dist/src/bin/migrate.js'], { ...serviceEnv, ...db.env })
     if (backend === 'pglite') console.log(`pglite: initdb + migrations (npm run migrate) took ${migrated.seconds.toFixed(1)} s, peak RSS ${mb(migrated.peakRss)}`)
     return db
   }
@@ -169,7 +169,7 @@ async function main (): Promise<number> {
         const db = await database(backend)
         add(bare, 'bare', await startServer(bare, [...profileArgs(bare), '--import', 'tsx', 'bench/bare-create.ts'], db.env), db)
       }
-      for (const [suffix, env, entry = 'dist/src/server.js'] of variants) {
+      for (const [suffix, env, entry = 'dist/src/bin/server.js'] of variants) {
         const name = `${backend}${suffix}`
         const operatingVariant = suffix.startsWith('+')
         if (!wanted(name) && !(operatingVariant && wanted(backend))) continue

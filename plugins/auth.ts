@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import { timingSafeEqual } from 'node:crypto'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { HttpError } from '../src/http/errors.js'
+import { HttpError } from './http-edge/error-answers.js'
 
 export interface AuthOptions {
   tokens: string[]

@@ -5,8 +5,8 @@ import type { Config } from '../src/config.js'
 import type { Db } from '../src/store/db.js'
 import { openPostgres } from '../src/store/postgres.js'
 import { openPglite } from '../src/store/pglite.js'
-import { migrate } from '../src/store/migrate.js'
-import { DATABASE_MISSING, isUnavailable, sqlState } from '../src/store/errors.js'
+import { migrate } from '../src/store/migrations.js'
+import { DATABASE_MISSING, isUnavailable, sqlState } from '../src/store/unavailable.js'
 import { createPlantStore, type PlantStoreOptions } from '../src/store/plant-store.js'
 
 export interface DbPluginOptions {

@@ -2,7 +2,7 @@ import fp from 'fastify-plugin'
 import rateLimit from '@fastify/rate-limit'
 import { hash } from 'node:crypto'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { HttpError } from '../src/http/errors.js'
+import { HttpError } from './http-edge/error-answers.js'
 import { bearerToken } from './auth.js'
 
 export interface RateLimitOptions {
@@ -35,7 +35,7 @@ async function rateLimitPlugin (fastify: FastifyInstance, opts: RateLimitOptions
     max: opts.perMinute,
     timeWindow: WINDOW_MS,
     keyGenerator: tokenKey,
-    // Retry-After comes with the error, through src/http/errors.ts.
+    // Retry-After comes with the error, through plugins/http-edge/error-answers.ts.
     addHeaders: noHeaders,
     addHeadersOnExceeding: noHeaders,
     errorResponseBuilder: (_request, context) => new HttpError(

@@ -1,14 +1,14 @@
 import fp from 'fastify-plugin'
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ErrorBody } from '../src/schemas.js'
-import { RETRY_AFTER_SECONDS, sendError } from '../src/http/errors.js'
+import { RETRY_AFTER_SECONDS, sendError } from '../plugins/http-edge/error-answers.js'
 
 const Status = Type.Object({ status: Type.String() })
 
 const PROBES = new Set(['/health/live', '/health/ready'])
 // Engines and balancers probe every few seconds per replica: at info their
 // access lines would bury the requests that matter, so they log at debug
-// (src/http/access-log.ts).
+// (plugins/http-edge/access-log.ts).
 export const isProbeRoute = (route: string | undefined): boolean => route !== undefined && PROBES.has(route)
 
 // Public probes for orchestrators: live while the process runs, ready while

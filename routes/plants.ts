@@ -2,11 +2,11 @@ import fp from 'fastify-plugin'
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ErrorBody, NewPlant, Plant } from '../src/schemas.js'
 import { createPlantErrors, createPlantOk } from '../src/answers.js'
-import { HttpError } from '../src/http/errors.js'
-import { requireJson } from '../src/body/media-type.js'
-import { unstorableField } from '../src/body/validation.js'
+import { HttpError } from '../plugins/http-edge/error-answers.js'
+import { requireJson } from '../plugins/json-body/media-type.js'
+import { unstorableField } from '../plugins/json-body/validation.js'
 import type { PlantRecord } from '../src/store/plant-store.js'
-import { noteOutcome } from '../src/http/access-log.js'
+import { noteOutcome } from '../plugins/http-edge/access-log.js'
 
 // One Error response per status of the answers table, described by when it
 // comes and whether a retry is safe.
@@ -33,13 +33,12 @@ function toPlant (record: PlantRecord): Plant {
   return record.tag === undefined ? { name: record.name } : { name: record.name, tag: record.tag }
 }
 
-// POST /plants, in the contract's order. Before this handler runs: the bearer
-// check (plugins/auth.ts, onRequest), the media type (requireJson, onRequest),
-// the body (src/body/json.ts) and NewPlant validation (src/body/validation.ts,
-// ids by the int64 rule in src/body/int64.ts). Here: strings the database
-// cannot hold exactly, then the store (src/store/plant-store.ts), whose
-// outcome is the answer: created or replayed 200, conflict 409; a store that
-// is unavailable throws, and the error handler answers 503.
+// POST /plants. What runs before this handler, and in which order: README,
+// "A request's path". The media type is checked in the route's own
+// onRequest: after auth (the context's hooks run first) and before a byte
+// of the body is read. Here: strings the database cannot hold
+// exactly, then the store, whose outcome is the answer (a store that is
+// unavailable throws, and the error handler answers 503).
 const plantsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.post('/plants', {
     schema: createPlantSchema,
@@ -59,7 +58,7 @@ const plantsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       throw new HttpError(400, `body/${bad} must not contain U+0000 or an unpaired UTF-16 surrogate`)
     }
     const outcome = await fastify.plants.create(tag === undefined ? { id: BigInt(id), name } : { id: BigInt(id), name, tag })
-    // For the access line (src/http/access-log.ts), which never holds the
+    // For the access line (plugins/http-edge/access-log.ts), which never holds the
     // plant's id or data.
     noteOutcome(request, outcome.kind)
     if (outcome.kind === 'conflict') {

@@ -2,19 +2,19 @@ import Fastify, { type FastifyHttpOptions, type FastifyInstance, type FastifySer
 import type { Server } from 'node:http'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from './config.js'
-import { frameworkErrorHandler } from './http/errors.js'
-import { clientErrorHandler, genReqId } from './http/edge.js'
-import { connectionLimits, serverTimeouts, type ServerTimeouts } from './http/timeouts.js'
-import { childLoggerWithTraceId } from './telemetry/trace-id.js'
+import { frameworkErrorHandler } from '../plugins/http-edge/error-answers.js'
+import { clientErrorHandler, genReqId } from '../plugins/http-edge/edge-checks.js'
+import { connectionLimits, serverTimeouts, type ServerTimeouts } from '../plugins/http-edge/timeouts.js'
+import { childLoggerWithTraceId } from '../plugins/telemetry/trace-id.js'
 import rateLimitPlugin from '../plugins/rate-limit.js'
-import httpEdge from '../plugins/http-edge.js'
-import jsonBody from '../plugins/json-body.js'
+import httpEdge from '../plugins/http-edge/index.js'
+import jsonBody from '../plugins/json-body/index.js'
 import dbPlugin, { type DbPluginOptions } from '../plugins/db.js'
 import authPlugin from '../plugins/auth.js'
 import docsPlugin from '../plugins/docs.js'
 import plantsRoutes from '../routes/plants.js'
 import healthRoutes, { isProbeRoute } from '../routes/health.js'
-import { AccessLog } from './http/access-log.js'
+import { AccessLog } from '../plugins/http-edge/access-log.js'
 
 export interface AppOptions {
   config: Config
@@ -45,7 +45,7 @@ export function serverOptions (
     childLoggerFactory: childLoggerWithTraceId,
     clientErrorHandler,
     frameworkErrors: frameworkErrorHandler,
-    // Bound slow and oversized clients: see src/http/timeouts.ts.
+    // Bound slow and oversized clients: see plugins/http-edge/timeouts.ts.
     ...limits,
     // Node's Host check answers with an empty body: requireHostHeader does it.
     http: { ...limits.http, requireHostHeader: false },
@@ -62,21 +62,20 @@ export function serverOptions (
 export async function buildApp ({ config, logger = false, background, timeouts, writer }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify(serverOptions(config, logger, serverTimeouts(config, timeouts))).withTypeProvider<TypeBoxTypeProvider>()
 
+  // Registered in the order a request meets them: README, "A request's path".
   // Operating it, when configured: spans (first, so the request span covers
   // every hook) and metrics (every answer timed, 404s included). Imported
-  // only then: the OpenTelemetry SDK and prom-client hold about 20 MB of
-  // resident memory that a service without them should not carry.
+  // only then: the OpenTelemetry SDK and prom-client hold resident memory
+  // that a service without them should not carry (bench/RESULTS.md).
   if (config.tracing !== undefined) {
-    await app.register((await import('../plugins/tracing.js')).default, { tracing: config.tracing })
+    await app.register((await import('../plugins/telemetry/tracing-plugin.js')).default, { tracing: config.tracing })
   }
   if (config.metricsPort !== undefined) {
-    await app.register((await import('../plugins/metrics.js')).default, { port: config.metricsPort, host: config.host })
+    await app.register((await import('../plugins/telemetry/metrics-plugin.js')).default, { port: config.metricsPort, host: config.host })
   }
 
-  // In the order a request meets them: the connection edge (request id,
-  // Host, Expect, shutdown, the Error shape), the database, the public docs
-  // and probes, then the API: bearer auth, media type, body, validation and
-  // the store (routes/plants.ts).
+  // The edge's hooks first, so they run before every route's; the database
+  // before the routes that use it.
   await app.register(httpEdge)
   await app.register(jsonBody)
   await app.register(dbPlugin, {

@@ -56,11 +56,11 @@ export interface Config {
   // client gets a 503 instead of hanging.
   dbTimeoutMs: number
   production: boolean
-  // Prometheus metrics on a listener of their own (plugins/metrics.ts).
+  // Prometheus metrics on a listener of their own (plugins/telemetry/metrics-plugin.ts).
   metricsPort?: number
   // Creates per token per minute (plugins/rate-limit.ts).
   rateLimitPerMinute?: number
-  // Spans exported over OTLP/HTTP in this encoding (plugins/tracing.ts).
+  // Spans exported over OTLP/HTTP in this encoding (plugins/telemetry/tracing-plugin.ts).
   tracing?: { protocol: typeof OTLP_PROTOCOLS[number] }
 }
 

@@ -2,7 +2,7 @@ import { createRequire } from 'node:module'
 import type { FastifyServerOptions } from 'fastify'
 import pino from 'pino'
 import type { Config } from './config.js'
-import { serializeError } from './error-log.js'
+import { serializeError } from './loggable-error.js'
 
 // The service's log destination: stdout, written asynchronously so a
 // request never waits on a write. A line is written as soon as no write is
@@ -42,7 +42,7 @@ export async function flushLog (destination: LogDestination, boundMs = 2_000): P
 export function loggerOptions (config: Pick<Config, 'logLevel' | 'production'>, destination?: LogDestination): FastifyServerOptions['logger'] {
   const options: Exclude<FastifyServerOptions['logger'], boolean | undefined> = {
     level: config.logLevel,
-    // Database errors without the plant data they can carry: src/error-log.ts.
+    // Database errors without the plant data they can carry: src/loggable-error.ts.
     serializers: { err: serializeError },
     redact: {
       // Database errors from PGlite carry the statement's parameters: the

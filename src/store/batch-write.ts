@@ -1,5 +1,5 @@
 import { type Db, toId } from './db.js'
-import { asStoreError, isTransient, isUnavailable, StoreUnavailableError, withDeadline } from './errors.js'
+import { asStoreError, isTransient, isUnavailable, StoreUnavailableError, withDeadline } from './unavailable.js'
 import type { CreateOutcome, PlantRecord } from './plant-record.js'
 import type { Pending } from './write-queue.js'
 

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Connection, Db, QueryOptions, Row } from './db.js'
-import { StoreUnavailableError } from './errors.js'
+import { StoreUnavailableError } from './unavailable.js'
 import { makeWritableDirectory } from '../directory.js'
 import { lockDataDir } from './data-dir-lock.js'
 import { pgliteOverThread, startPgliteThread } from './pglite-worker.js'

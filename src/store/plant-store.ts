@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { Db } from './db.js'
-import { StoreUnavailableError, withDeadline } from './errors.js'
+import { StoreUnavailableError, withDeadline } from './unavailable.js'
 import type { CreateOutcome, PlantRecord } from './plant-record.js'
 import { createWriteQueue, type Pending } from './write-queue.js'
 import { writeBatch } from './batch-write.js'

@@ -1,7 +1,7 @@
 import pg from 'pg'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Db, QueryOptions, Row, Sql } from './db.js'
-import { asStoreError } from './errors.js'
+import { asStoreError } from './unavailable.js'
 
 export interface PostgresOptions {
   url: string

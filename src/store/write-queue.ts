@@ -1,5 +1,5 @@
 import type { CreateOutcome, PlantRecord } from './plant-record.js'
-import { StoreUnavailableError } from './errors.js'
+import { StoreUnavailableError } from './unavailable.js'
 
 // The creates waiting for a write, and when each batch of them is sent:
 // first in, first out, a bounded number waiting, each for a bounded time,

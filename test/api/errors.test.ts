@@ -3,9 +3,9 @@ import { connect } from 'node:net'
 import Fastify from 'fastify'
 import { forEachBackend, buildTestApp, assertErrorShape, auth, jsonHeaders, TOKEN } from '../helper.js'
 import { parseRawResponse, rawExchange } from '../support/http.js'
-import { errorHandler } from '../../src/http/errors.js'
-import { StoreUnavailableError } from '../../src/store/errors.js'
-import { HttpError } from '../../src/http/errors.js'
+import { errorHandler } from '../../plugins/http-edge/error-answers.js'
+import { StoreUnavailableError } from '../../src/store/unavailable.js'
+import { HttpError } from '../../plugins/http-edge/error-answers.js'
 
 // The error handler on its own: what reaches the client for each kind of error.
 t.test('error handler', async (t) => {

@@ -1,7 +1,7 @@
 import t from 'tap'
 import fc from 'fast-check'
 import { backends, buildTestApp, postPlant, jsonHeaders } from '../helper.js'
-import { isStorableText } from '../../src/body/validation.js'
+import { isStorableText } from '../../plugins/json-body/validation.js'
 
 const INT64_MIN = -(2n ** 63n)
 const INT64_MAX = 2n ** 63n - 1n

@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path'
 import { Ajv } from 'ajv'
 import { DCLinter } from 'dclint'
 import { composePath, composeText, durationMs, environmentOf, healthcheckArgv, readCompose, root, secretMounts, service } from '../support/compose-file.js'
-import { SHUTDOWN_GRACE_MS } from '../../src/http/shutdown.js'
+import { SHUTDOWN_GRACE_MS } from '../../plugins/http-edge/shutdown.js'
 
 // No Docker engine (nor the compose plugin) runs here: the file is checked
 // against the Compose Specification's JSON schema as the maintained dclint
@@ -82,7 +82,7 @@ t.test('the app: built here, started once the database is healthy, production se
   t.match(published, /^(\d+\.\d+\.\d+\.\d+:)?\d+:\d+$/, 'one host port : container port (a range lets a restart move the port)')
   t.equal((app.ports ?? []).length, 1, 'published once')
 
-  t.same(healthcheckArgv(app.healthcheck), ['node', 'dist/src/healthcheck.js', 'ready'], 'healthcheck: node asks /health/ready, what depends_on waits for')
+  t.same(healthcheckArgv(app.healthcheck), ['node', 'dist/src/bin/healthcheck.js', 'ready'], 'healthcheck: node asks /health/ready, what depends_on waits for')
   t.ok(['always', 'unless-stopped', 'on-failure'].includes(app.restart ?? ''), `restart: ${app.restart ?? '(none)'}`)
   t.ok(app.stop_signal === undefined || app.stop_signal === 'SIGTERM', 'stopped with SIGTERM')
   t.ok(durationMs(app.stop_grace_period ?? '10s') > SHUTDOWN_GRACE_MS,

@@ -48,7 +48,7 @@ t.test('multi-stage: build with dev dependencies, run with production dependenci
   const migrations = copies.find((c) => c.from === undefined && c.sources.includes('migrations'))
   t.ok(migrations, 'migrations/ is copied from the context')
   t.notOk(copies.some((c) => c.from === undefined && c.sources.some((s) => /^(src|test|plugins|routes)\b/.test(s))), 'no TypeScript sources or tests in the final stage')
-  // src/store/migrate.ts reads migrations/ beside dist/ (the project root).
+  // src/store/migrations.ts reads migrations/ beside dist/ (the project root).
   const distDir = inStage(final, (dist as typeof copies[number]).ins, (dist as typeof copies[number]).dest)
   const migrationsDir = inStage(final, (migrations as typeof copies[number]).ins, (migrations as typeof copies[number]).dest)
   t.equal(migrationsDir, join(distDir, '..', 'migrations'), 'migrations/ sits beside dist/')
@@ -81,16 +81,16 @@ t.test('the final stage runs node on the compiled entry as a non-root user', asy
   const cmd = last(final, 'CMD')
   const argv = execForm(cmd?.args ?? '')
   t.ok(argv, 'CMD is in exec form: no shell between the engine and node')
-  t.same(argv, ['node', 'dist/src/server.js'], 'CMD runs node itself, not npm')
+  t.same(argv, ['node', 'dist/src/bin/server.js'], 'CMD runs node itself, not npm')
   t.equal(all(final, 'ENTRYPOINT').length, 0, 'no ENTRYPOINT wraps the command')
   // npm start in the image is rewritten to the compiled entry; in a checkout
   // it runs that entry's TypeScript source.
   const rewrite = runs(final).find((r) => /\bnpm pkg set\b/.test(r)) ?? ''
-  t.match(rewrite, /\bscripts\.start="node dist\/src\/server\.js"/, 'npm start in the image runs the same entry')
-  t.match(rewrite, /\bscripts\.migrate="node dist\/src\/migrate\.js"/, 'npm run migrate in the image runs the compiled migrate')
-  t.match(pkg.scripts.start ?? '', /\bsrc\/server\.ts$/, 'npm start in a checkout runs its source')
-  t.match(pkg.scripts.migrate ?? '', /\bsrc\/migrate\.ts$/, 'and npm run migrate the source of the same migrate')
-  t.equal(inStage(final, cmd as never, 'dist/src/server.js'), join(inStage(final, cmd as never, '.'), 'dist/src/server.js'))
+  t.match(rewrite, /\bscripts\.start="node dist\/src\/bin\/server\.js"/, 'npm start in the image runs the same entry')
+  t.match(rewrite, /\bscripts\.migrate="node dist\/src\/bin\/migrate\.js"/, 'npm run migrate in the image runs the compiled migrate')
+  t.match(pkg.scripts.start ?? '', /\bsrc\/bin\/server\.ts$/, 'npm start in a checkout runs its source')
+  t.match(pkg.scripts.migrate ?? '', /\bsrc\/bin\/migrate\.ts$/, 'and npm run migrate the source of the same migrate')
+  t.equal(inStage(final, cmd as never, 'dist/src/bin/server.js'), join(inStage(final, cmd as never, '.'), 'dist/src/bin/server.js'))
   const stopSignal = last(final, 'STOPSIGNAL')?.args.trim()
   t.ok(stopSignal === undefined || stopSignal === 'SIGTERM', 'the engine stops it with SIGTERM')
 
@@ -107,7 +107,7 @@ t.test('HEALTHCHECK runs node (no curl in slim images) with bounded timing', asy
   t.ok(hc, 'the final stage has a HEALTHCHECK')
   const { flags, rest } = splitFlags(hc?.args ?? '')
   t.ok(rest.startsWith('CMD '), 'HEALTHCHECK CMD')
-  t.same(execForm(rest.slice(4)), ['node', 'dist/src/healthcheck.js', 'live'], 'exec form, node on the compiled liveness probe')
+  t.same(execForm(rest.slice(4)), ['node', 'dist/src/bin/healthcheck.js', 'live'], 'exec form, node on the compiled liveness probe')
   t.match(text, /HEALTHCHECK[^]*\n# .*[Ll]iveness, not readiness|[Ll]iveness, not readiness[^]*HEALTHCHECK/, 'the Dockerfile says why liveness')
   const seconds = (v: string | undefined): number => Number(/^(\d+)s$/.exec(v ?? '')?.[1] ?? NaN)
   t.ok(seconds(flags.timeout) < seconds(flags.interval), 'timeout shorter than interval')
@@ -169,7 +169,7 @@ t.test('the health probe asks /health/live or /health/ready and fails on anythin
 
   const probe = async (which = 'ready'): Promise<{ code: number | null, ms: number }> => {
     const started = Date.now()
-    const { code } = await spawnProcess(t, ['node', 'dist/src/healthcheck.js', which], runtime, { PORT: String(port) }).exited
+    const { code } = await spawnProcess(t, ['node', 'dist/src/bin/healthcheck.js', which], runtime, { PORT: String(port) }).exited
     return { code, ms: Date.now() - started }
   }
   t.equal((await probe()).code, 0, '200: healthy')

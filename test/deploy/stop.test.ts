@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { freePort, jsonLines, stageRuntime, startBuiltServer } from '../support/processes.js'
-import { SHUTDOWN_GRACE_MS } from '../../src/http/shutdown.js'
+import { SHUTDOWN_GRACE_MS } from '../../plugins/http-edge/shutdown.js'
 import { openSlowUpload } from './slow-client.js'
 
 // `docker stop` sends SIGTERM and, 10 s later, SIGKILL. A client that never

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import type { AddressInfo } from 'node:net'
 import Fastify from 'fastify'
 import { buildApp } from '../../src/app.js'
-import { connectionLimits, MAX_HEADER_BYTES, serverTimeouts } from '../../src/http/timeouts.js'
+import { connectionLimits, MAX_HEADER_BYTES, serverTimeouts } from '../../plugins/http-edge/timeouts.js'
 import { assertErrorShape, createTestDatabase, testConfig, TOKEN } from '../helper.js'
 import { parseRawResponse, rawExchange, type Chunk } from '../support/http.js'
 

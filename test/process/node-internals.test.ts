@@ -1,7 +1,7 @@
 import t from 'tap'
 import { join } from 'node:path'
 import { backends, createTestDatabase, TOKEN } from '../helper.js'
-import { checkNodeInternals } from '../../src/http/node-internals.js'
+import { checkNodeInternals } from '../../plugins/http-edge/node-internals.js'
 import { answeredStatuses, rawExchange, request } from '../support/http.js'
 import { root, startServerProcess } from '../support/processes.js'
 

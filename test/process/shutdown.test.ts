@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks'
 import { forEachBackend, createTestDatabase } from '../helper.js'
 import { freePort, jsonLines, stageRuntime, startBuiltServer } from '../support/processes.js'
 import { storedPlants } from '../support/database.js'
-import { SHUTDOWN_GRACE_MS } from '../../src/http/shutdown.js'
+import { SHUTDOWN_GRACE_MS } from '../../plugins/http-edge/shutdown.js'
 
 // A deploy or restart sends SIGTERM while creates are in flight. Refused or
 // cut-off requests are allowed (the client retries; creates are idempotent),

@@ -1,6 +1,6 @@
 import pg from 'pg'
 import { readdirSync } from 'node:fs'
-import { migrationsDir, MIGRATION_LOCK } from '../../src/store/migrate.js'
+import { migrationsDir, MIGRATION_LOCK } from '../../src/store/migrations.js'
 import { createTestDatabase, type Teardown, type TestDatabase } from '../helper.js'
 import { storedPlants, withClient, type StoredPlant } from './database.js'
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js'

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import t from 'tap'
 import fc from 'fast-check'
-import { JsonBodyError, MAX_DEPTH, parseJsonBody } from '../../src/body/json.js'
-import { BEYOND_INT64 } from '../../src/body/int64.js'
+import { JsonBodyError, MAX_DEPTH, parseJsonBody } from '../../plugins/json-body/json-parser.js'
+import { BEYOND_INT64 } from '../../plugins/json-body/int64.js'
 
 // The type of the t a subtest callback receives.
 type Test = Parameters<Parameters<typeof t.test>[0]>[0]

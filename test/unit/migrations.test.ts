@@ -3,7 +3,7 @@ import { backends, createTestDatabase } from '../helper.js'
 import { withClient } from '../support/database.js'
 import { openPglite } from '../../src/store/pglite.js'
 import { openPostgres } from '../../src/store/postgres.js'
-import { migrate, migrationsDir } from '../../src/store/migrate.js'
+import { migrate, migrationsDir } from '../../src/store/migrations.js'
 import type { Db } from '../../src/store/db.js'
 import pino from 'pino'
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
@@ -62,7 +62,7 @@ t.test('npm run migrate applies the migrations once and fails loudly on a bad se
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
   // What `npm run migrate` runs, without npm in between.
   const run = async (env: Record<string, string>) => {
-    const proc = spawnProcess(t, ['node', '--import', 'tsx', 'src/migrate.ts'], root, env)
+    const proc = spawnProcess(t, ['node', '--import', 'tsx', 'src/bin/migrate.ts'], root, env)
     const { code } = await proc.exited
     return { code, logs: jsonLines(proc.stdout()).lines, stderr: proc.stderr() }
   }

@@ -1,25 +1,17 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { Socket } from 'node:net'
-import { answerUnmetExpectation, closeIfBodyUnread, continueWhenBodyWanted, refuseConnect, refuseUnknownTransferCoding, requireHostHeader } from '../src/http/edge.js'
-import { errorHandler, notFoundHandler } from '../src/http/errors.js'
-import { everyAnswerHeaders } from '../src/http/headers.js'
-import { inTurn, type OnRequestStep } from '../src/http/connection.js'
-import { answerHalfClosedClients, checkNodeInternals } from '../src/http/node-internals.js'
-import { routeFirst } from '../src/http/routing.js'
-import { refuseWhileClosing } from '../src/http/shutdown.js'
+import { answerUnmetExpectation, closeIfBodyUnread, continueWhenBodyWanted, refuseConnect, refuseUnknownTransferCoding, requireHostHeader, routeFirst } from './edge-checks.js'
+import { errorHandler, everyAnswerHeaders, notFoundHandler } from './error-answers.js'
+import { inTurn, type OnRequestStep } from './connection.js'
+import { answerHalfClosedClients, checkNodeInternals } from './node-internals.js'
+import { refuseWhileClosing } from './shutdown.js'
 
-// The connection edge, before any route: pipelined requests are processed
-// in turn, every answer carries the request id and nosniff, HTTP/1.1 needs a
-// Host, a transfer coding other than chunked is 501 and CONNECT 400, a
-// request no route takes is answered before its body is read, an
-// unmet Expect is answered in the Error shape and 100 Continue waits until
-// the body is wanted, an answer given before the body was read closes the
-// connection, requests arriving during shutdown are refused, and every
-// error, 404 included, takes the Error shape; a client that half-closes
-// after its request still gets its answer. Node's private fields are
-// checked first (src/http/node-internals.ts). (Malformed HTTP and
-// pre-routing errors are server options: src/app.ts.)
+// The connection edge, before any route: what each check does, and why, is
+// beside it in this folder; the order a request meets them: README, "A
+// request's path". Node's private fields are checked first
+// (node-internals.ts); malformed HTTP and errors raised before routing are
+// server options (src/app.ts).
 async function httpEdge (fastify: FastifyInstance): Promise<void> {
   const internals = await checkNodeInternals()
   if (!internals.ok) {

@@ -2,13 +2,13 @@ import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { Socket } from 'node:net'
 import { randomUUID } from 'node:crypto'
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest, RequestPayload } from 'fastify'
-import { HttpError, rawError, sendError } from './errors.js'
+import { HttpError, notFoundHandler, rawError, sendError } from './error-answers.js'
 import { ACCESS_LINE, edgeAccessFields } from './access-log.js'
 import { afterEarlierAnswers, answerAndClose, stopReading, stoppedReading } from './connection.js'
 
 // The connection edge: what is checked and answered before a request reaches
-// a route (request ids, malformed HTTP, Host, Expect, answers given before
-// the body was read).
+// a route (request ids, malformed HTTP, Host, route first, Expect, answers
+// given before the body was read).
 
 // An incoming X-Request-Id is kept when it is short and plain, so a caller
 // can follow its request through our logs; anything else gets a fresh id.
@@ -38,7 +38,7 @@ export function clientErrorHandler (this: FastifyInstance, err: Error & { code?:
 }
 
 // CONNECT asks for a tunnel, which only a proxy gives. Node hands it, with
-// the raw socket, to a 'connect' listener (plugins/http-edge.ts), or
+// the raw socket, to a 'connect' listener (index.ts), or
 // destroys the socket without a word when there is none.
 export function refuseConnect (log: FastifyBaseLogger, req: IncomingMessage, socket: Socket): void {
   const reqId = genReqId(req)
@@ -93,7 +93,7 @@ export function closeIfBodyUnread (request: FastifyRequest, reply: FastifyReply,
 }
 
 // Node answers Expect: 100-continue itself, before any check, unless the
-// server listens for 'checkContinue' (plugins/http-edge.ts does). The
+// server listens for 'checkContinue' (index.ts does). The
 // client is told to send its body only when the body is about to be read:
 // authentication, routing and the media type have passed. Node sends any
 // other expectation to 'checkExpectation' (answerUnmetExpectation) and
@@ -124,5 +124,39 @@ export function requireHostHeader (request: FastifyRequest): void {
   const { httpVersionMajor, httpVersionMinor } = request.raw
   if (httpVersionMajor === 1 && httpVersionMinor >= 1 && request.headers.host === undefined) {
     throw new HttpError(400, 'An HTTP/1.1 request needs a Host header')
+  }
+}
+
+// Routing comes first: a request no route takes is answered in onRequest,
+// before authentication and before a byte of its body is read (Fastify's
+// own 404 route would read and parse the body first). A path of the API (a
+// route that is an operation of the OpenAPI document, such as POST
+// /plants) answers 405 with Allow to another method; any other request no
+// route takes, 404 (the docs and probes are not an API to call otherwise).
+// The answer leaves the body unread, so it closes the connection
+// (closeIfBodyUnread).
+export function routeFirst (fastify: FastifyInstance): (request: FastifyRequest, reply: FastifyReply) => FastifyReply | undefined {
+  const methodsByPath = new Map<string, Set<string>>()
+  fastify.addHook('onRoute', (route) => {
+    const operationId = (route.schema as { operationId?: unknown } | undefined)?.operationId
+    if (operationId === undefined || /[:*]/.test(route.url)) return
+    const methods = methodsByPath.get(route.url) ?? new Set<string>()
+    for (const method of Array.isArray(route.method) ? route.method : [route.method]) methods.add(method)
+    methodsByPath.set(route.url, methods)
+  })
+  return (request, reply) => {
+    if (!request.is404) return undefined
+    const allowed = methodsByPath.get(pathOf(request.url))
+    notFoundHandler(request, reply, allowed === undefined ? undefined : [...allowed].sort())
+    return reply
+  }
+}
+
+function pathOf (url: string): string {
+  const path = url.split('?')[0] ?? ''
+  try {
+    return decodeURIComponent(path)
+  } catch {
+    return path
   }
 }

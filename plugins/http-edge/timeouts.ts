@@ -1,6 +1,6 @@
 import type { Server } from 'node:http'
 import type { FastifyHttpOptions } from 'fastify'
-import type { Config } from '../config.js'
+import type { Config } from '../../src/config.js'
 
 // How long one client may hold a connection. Node checks the header and
 // request deadlines every checkIntervalMs, so a slow client is cut off at

@@ -2,8 +2,8 @@ import fp from 'fastify-plugin'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { once } from 'node:events'
 import type { FastifyInstance } from 'fastify'
-import { createMetrics, UNMATCHED_ROUTE, type Metrics } from '../src/telemetry/metrics.js'
-import { errorBody, JSON_CONTENT_TYPE } from '../src/http/errors.js'
+import { createMetrics, UNMATCHED_ROUTE, type Metrics } from './metrics.js'
+import { errorBody, JSON_CONTENT_TYPE } from '../http-edge/error-answers.js'
 
 export interface MetricsOptions {
   // METRICS_PORT (0: any free port) on HOST.
@@ -13,7 +13,7 @@ export interface MetricsOptions {
 
 const METRICS_PATH = '/metrics'
 
-// Prometheus metrics (src/telemetry/metrics.ts), served by a listener of
+// Prometheus metrics (metrics.ts), served by a listener of
 // their own so the API port never shows them and a scrape never queues
 // behind API traffic. Registered only when METRICS_PORT is set: otherwise
 // nothing is counted. Registered at the root, before the routes, so every

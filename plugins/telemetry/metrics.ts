@@ -1,10 +1,10 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import type { CreateOutcome, StoreObserver, WriterStats } from '../store/plant-store.js'
-import type { PoolStats } from '../store/db.js'
+import type { CreateOutcome, StoreObserver, WriterStats } from '../../src/store/plant-store.js'
+import type { PoolStats } from '../../src/store/db.js'
 
 // What GET /metrics shows (Prometheus text format), in one registry of the
 // service's own: the metric names, labels and buckets live here, the wiring
-// in plugins/metrics.ts. README "Operating" explains each to an on-call person.
+// in metrics-plugin.ts. README "Operating" explains each to an on-call person.
 
 // The route label of a request no route matched: scanners' URLs all count
 // here, so they cannot grow the label set.

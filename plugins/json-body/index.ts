@@ -1,12 +1,12 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { sharedSchemas } from '../src/schemas.js'
-import { parseJsonBody } from '../src/body/json.js'
-import { validatorCompiler } from '../src/body/validation.js'
+import { sharedSchemas } from '../../src/schemas.js'
+import { parseJsonBody } from './json-parser.js'
+import { validatorCompiler } from './validation.js'
 
-// The request body: only JSON is parsed (src/body/json.ts), and it is
+// The request body: only JSON is parsed (json-parser.ts), and it is
 // validated without coercion against the shared schemas
-// (src/body/validation.ts).
+// (validation.ts).
 async function jsonBody (fastify: FastifyInstance): Promise<void> {
   fastify.setValidatorCompiler(validatorCompiler)
   for (const schema of sharedSchemas) fastify.addSchema(schema)

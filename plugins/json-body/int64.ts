@@ -1,7 +1,7 @@
 // The int64 rule for ids, in one place. A JSON number is an id when its
 // exact decimal value is whole and within int64; past 2^53 it must stay
 // exact end to end. Three steps share it:
-//   - the JSON parser (json.ts) decides from the digits what a whole number
+//   - the JSON parser (json-parser.ts) decides from the digits what a whole number
 //     is: a number while it is a safe integer, an exact bigint past that,
 //     BEYOND_INT64 past int64 (int64Value below);
 //   - the validator (validation.ts) checks the int64 format on a copy in

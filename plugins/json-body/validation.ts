@@ -1,6 +1,6 @@
 import { Ajv, type ValidateFunction } from 'ajv'
 import type { FastifySchemaCompiler } from 'fastify'
-import { sharedSchemas } from '../schemas.js'
+import { sharedSchemas } from '../../src/schemas.js'
 import { forValidator, int64Format } from './int64.js'
 
 // Our own Ajv rather than Fastify's default, for two reasons:

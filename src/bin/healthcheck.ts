@@ -1,5 +1,5 @@
 // The container's health probe: slim images have no curl, so Node asks the
-// service itself. `node dist/src/healthcheck.js live` asks /health/live (the
+// service itself. `node dist/src/bin/healthcheck.js live` asks /health/live (the
 // image's HEALTHCHECK), `… ready` asks /health/ready (compose's healthcheck,
 // what depends_on waits for); the Dockerfile says why they differ. Exit 0 on
 // 200, 1 otherwise, within a bound the engine's own timeout does not need to

@@ -3,7 +3,7 @@ import { NodeTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http'
 import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto'
 import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
-import type { Config } from '../config.js'
+import type { Config } from '../../src/config.js'
 
 // The OpenTelemetry SDK, started only when spans are exported (Config
 // tracing, from OTEL_EXPORTER_OTLP_ENDPOINT). It registers the global tracer

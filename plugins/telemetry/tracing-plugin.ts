@@ -2,10 +2,10 @@ import fp from 'fastify-plugin'
 import { FastifyOtelInstrumentation } from '@fastify/otel'
 import { context, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api'
 import type { FastifyInstance } from 'fastify'
-import type { Config } from '../src/config.js'
-import { startTracing } from '../src/telemetry/tracing.js'
-import { bindTraceId } from '../src/telemetry/trace-id.js'
-import type { PlantRecord, StoreObserver } from '../src/store/plant-store.js'
+import type { Config } from '../../src/config.js'
+import { startTracing } from './tracing.js'
+import { bindTraceId } from './trace-id.js'
+import type { PlantRecord, StoreObserver } from '../../src/store/plant-store.js'
 
 export interface TracingOptions {
   tracing: NonNullable<Config['tracing']>

@@ -78,7 +78,7 @@ export function afterEarlierAnswers (socket: Socket, then: (incomplete: ServerRe
   next()
 }
 
-// The first check of every request (plugins/http-edge.ts): `next` runs
+// The first check of every request (index.ts): `next` runs
 // once it is the request's turn. A request whose response is not the one
 // being written on its socket was pipelined behind another: it waits for
 // its turn, and is dropped unprocessed if the connection closes before that

@@ -1,9 +1,9 @@
 import closeWithGrace from 'close-with-grace'
-import { ConfigError, loadConfig, preparePgliteDataDir, type LoadedConfig } from './config.js'
-import { buildApp } from './app.js'
-import { EXAMPLE_PLANT } from './schemas.js'
-import { flushLog, logDestination, loggerOptions } from './logger.js'
-import { closeWithinGrace, SHUTDOWN_HARD_LIMIT_MS } from './http/shutdown.js'
+import { ConfigError, loadConfig, preparePgliteDataDir, type LoadedConfig } from '../config.js'
+import { buildApp } from '../app.js'
+import { EXAMPLE_PLANT } from '../schemas.js'
+import { flushLog, logDestination, loggerOptions } from '../logger.js'
+import { closeWithinGrace, SHUTDOWN_HARD_LIMIT_MS } from '../../plugins/http-edge/shutdown.js'
 
 // Log lines are written in the background (src/logger.ts): every way out
 // of the process below waits for them first.

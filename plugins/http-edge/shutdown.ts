@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { RETRY_AFTER_SECONDS, sendError } from './errors.js'
+import { RETRY_AFTER_SECONDS, sendError } from './error-answers.js'
 
 // In-flight requests get this long to finish after SIGTERM/SIGINT; then the
 // connections still open (a slow upload, a stalled client) are closed and the
@@ -31,7 +31,7 @@ export async function closeWithinGrace (app: FastifyInstance, graceMs = SHUTDOWN
 // connection is refused in the Error shape, with the request id and
 // Connection: close, so the client moves on and the drain ends. Fastify's own
 // return503OnClosing answers with a body outside the contract. Returns the
-// check plugins/http-edge.ts makes of every request: true when it answered.
+// check index.ts makes of every request: true when it answered.
 export function refuseWhileClosing (app: FastifyInstance): (request: FastifyRequest, reply: FastifyReply) => boolean {
   let closing = false
   app.addHook('preClose', async () => { closing = true })

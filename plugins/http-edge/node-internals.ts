@@ -4,7 +4,7 @@ import { once } from 'node:events'
 
 // Every private field of Node's HTTP server (lib/_http_server.js) that the
 // service touches, and the check that they still exist and behave as the
-// connection rules (src/http/connection.ts) rely on. Nothing else in the
+// connection rules (connection.ts) rely on. Nothing else in the
 // service reads or writes a field of Node's that is not documented.
 //
 // - `socket._httpMessage`: the response being written on a socket; the

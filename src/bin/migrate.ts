@@ -1,8 +1,8 @@
 import pino from 'pino'
-import { ConfigError, databaseConfig, preparePgliteDataDir, readEnv } from './config.js'
-import { openPglite } from './store/pglite.js'
-import { openPostgres } from './store/postgres.js'
-import { migrate } from './store/migrate.js'
+import { ConfigError, databaseConfig, preparePgliteDataDir, readEnv } from '../config.js'
+import { openPglite } from '../store/pglite.js'
+import { openPostgres } from '../store/postgres.js'
+import { migrate } from '../store/migrations.js'
 
 // `npm run migrate`: applies migrations/ to the configured database and
 // exits non-zero when anything fails.

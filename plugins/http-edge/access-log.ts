@@ -1,12 +1,12 @@
 import { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify'
-import type { CreateOutcome } from '../store/plant-store.js'
+import type { CreateOutcome } from '../../src/store/plant-store.js'
 
 // The access log: one line per answer Fastify gives, written when the answer
 // has been sent, with what an operator searches by and nothing a caller
 // sent as data (no body, no headers, no token). The request's own logger
 // adds reqId and, when the caller sent a traceparent, trace_id. Errors keep
-// their own lines (src/http/errors.ts) besides this one. Answers given
-// outside Fastify (malformed HTTP, an unmet Expect: src/http/edge.ts) write
+// their own lines (error-answers.ts) besides this one. Answers given
+// outside Fastify (malformed HTTP, an unmet Expect: edge-checks.ts) write
 // a line of the same shape there.
 
 export const ACCESS_LINE = 'request'

@@ -1,15 +1,23 @@
 import { STATUS_CODES } from 'node:http'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
-import type { ErrorBody } from '../schemas.js'
-import { everyAnswerHeaders } from './headers.js'
+import type { ErrorBody } from '../../src/schemas.js'
 
-// The Error body, its content type and the Retry-After delays. Every error
+// The Error body, its content type, the headers every answer carries and
+// the Retry-After delays. Every error
 // answer on the API port is sent from here, whoever gives it (the error
 // handler, the 404 handler, the shutdown refusal, the answers to malformed
 // HTTP); the metrics listener, a plain Node server, sends its own with
-// errorBody (plugins/metrics.ts).
+// errorBody (plugins/telemetry/metrics-plugin.ts).
 
 export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8'
+
+// The headers every answer carries, whoever gives it (Fastify's replies,
+// the answers to malformed HTTP and to an unmet Expect): the request id, so
+// a caller can find its request in the logs, and nosniff, so no browser
+// second-guesses a content type (the 404 message echoes the URL).
+export function everyAnswerHeaders (reqId: string): Record<string, string> {
+  return { 'x-request-id': reqId, 'x-content-type-options': 'nosniff' }
+}
 
 // Seconds a client should wait before retrying a 503, by why it was refused.
 // A database that is down or slow needs a while; a shutting-down instance
@@ -92,7 +100,7 @@ export function frameworkErrorHandler (err: FastifyError, request: FastifyReques
 }
 
 // No route for this method and path: 405 with Allow when the path has
-// routes for other methods (`allowed`, from src/http/routing.ts), else 404.
+// routes for other methods (`allowed`, from routeFirst in edge-checks.ts), else 404.
 export function notFoundHandler (request: FastifyRequest, reply: FastifyReply, allowed?: readonly string[]): void {
   if (allowed !== undefined && allowed.length > 0) {
     const path = request.url.split('?')[0] ?? ''
