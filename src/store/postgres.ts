@@ -55,43 +55,47 @@ export function openPostgres ({ url, timeoutMs, log, poolSize = 10 }: PostgresOp
     // however late.
     writeBefore: async <R extends Row = Row>(_deadline: number, text: string, params?: unknown[], options?: QueryOptions) =>
       await poolSql.query<R>(text, params, options),
-    async transaction (fn) {
-      let client: pg.PoolClient
-      try {
-        client = await pool.connect()
-      } catch (err) {
-        throw asStoreError(err)
-      }
-      // A checked-out client has no listener of the pool's: a connection
-      // that dies between two statements (postgrator reads files between
-      // them) would emit an unhandled 'error' and crash the process. The
-      // next statement fails on its own; this only keeps the error handled.
-      let lost: Error | undefined
-      const onLost = (err: Error): void => { lost = err }
-      client.on('error', onLost)
-      const tx = sqlOf(client)
-      let failure: unknown
-      try {
-        await tx.exec('BEGIN')
-        const result = await fn(tx)
-        await tx.exec('COMMIT')
-        return result
-      } catch (err) {
-        failure = err
-        await client.query('ROLLBACK').catch(() => {})
-        throw err
-      } finally {
-        // A client that failed mid-transaction may be broken: destroy it
-        // rather than hand it to the next request.
-        client.removeListener('error', onLost)
-        client.release(lost ?? (failure instanceof Error ? failure : undefined))
-      }
-    },
+    transaction: async (fn) => await inTransaction(pool, fn),
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close () {
       // Idempotent: a test or a failed start-up may close before shutdown does.
       if (!pool.ended && !pool.ending) await pool.end()
     }
+  }
+}
+
+// Runs fn on one client of the pool inside BEGIN … COMMIT (ROLLBACK when it
+// throws).
+async function inTransaction<T> (pool: pg.Pool, fn: (tx: Sql) => Promise<T>): Promise<T> {
+  let client: pg.PoolClient
+  try {
+    client = await pool.connect()
+  } catch (err) {
+    throw asStoreError(err)
+  }
+  // A checked-out client has no listener of the pool's: a connection
+  // that dies between two statements (postgrator reads files between
+  // them) would emit an unhandled 'error' and crash the process. The
+  // next statement fails on its own; this only keeps the error handled.
+  let lost: Error | undefined
+  const onLost = (err: Error): void => { lost = err }
+  client.on('error', onLost)
+  const tx = sqlOf(client)
+  let failure: unknown
+  try {
+    await tx.exec('BEGIN')
+    const result = await fn(tx)
+    await tx.exec('COMMIT')
+    return result
+  } catch (err) {
+    failure = err
+    await client.query('ROLLBACK').catch(() => {})
+    throw err
+  } finally {
+    // A client that failed mid-transaction may be broken: destroy it
+    // rather than hand it to the next request.
+    client.removeListener('error', onLost)
+    client.release(lost ?? (failure instanceof Error ? failure : undefined))
   }
 }
 
