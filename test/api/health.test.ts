@@ -1,36 +1,34 @@
 import t from 'tap'
-import { backends, buildTestApp, assertErrorShape, postPlant, testConfig, untilMigrated } from '../helper.js'
+import { forEachBackend, buildTestApp, assertErrorShape, postPlant, testConfig, untilMigrated } from '../helper.js'
 import { buildApp } from '../../src/app.js'
 import { heldMigrationLock, needsPostgres } from '../support/postgres.js'
 
-for (const backend of backends()) {
-  t.test(`health on ${backend}`, async (t) => {
-    const { app } = await buildTestApp(t, backend)
+forEachBackend(t, 'health', async (t, backend) => {
+  const { app } = await buildTestApp(t, backend)
 
-    const live = await app.inject('/health/live')
-    t.equal(live.statusCode, 200)
-    t.same(live.json(), { status: 'ok' })
+  const live = await app.inject('/health/live')
+  t.equal(live.statusCode, 200)
+  t.same(live.json(), { status: 'ok' })
 
-    const ready = await app.inject('/health/ready')
-    t.equal(ready.statusCode, 200)
-    t.same(ready.json(), { status: 'ready' })
+  const ready = await app.inject('/health/ready')
+  t.equal(ready.statusCode, 200)
+  t.same(ready.json(), { status: 'ready' })
 
-    // With the database gone, the process is still live but not ready, and
-    // creates answer 503 instead of hanging or crashing.
-    await app.db.close()
-    const notReady = await app.inject('/health/ready')
-    assertErrorShape(t, notReady, 503)
-    t.equal(notReady.headers['retry-after'], '5')
-    t.equal((await app.inject('/health/live')).statusCode, 200)
-    const create = await app.inject({
-      method: 'POST',
-      url: '/plants',
-      headers: { authorization: 'Bearer test-token-3c1f0b6a', 'content-type': 'application/json' },
-      payload: '{"id": 1, "name": "x"}'
-    })
-    assertErrorShape(t, create, 503)
+  // With the database gone, the process is still live but not ready, and
+  // creates answer 503 instead of hanging or crashing.
+  await app.db.close()
+  const notReady = await app.inject('/health/ready')
+  assertErrorShape(t, notReady, 503)
+  t.equal(notReady.headers['retry-after'], '5')
+  t.equal((await app.inject('/health/live')).statusCode, 200)
+  const create = await app.inject({
+    method: 'POST',
+    url: '/plants',
+    headers: { authorization: 'Bearer test-token-3c1f0b6a', 'content-type': 'application/json' },
+    payload: '{"id": 1, "name": "x"}'
   })
-}
+  assertErrorShape(t, create, 503)
+})
 
 // The database answers, but the schema is not there yet: another instance
 // holds the migration lock (as one that is mid-migration does).

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { backends, buildTestApp, listeningTestApp, postPlant, TOKEN, auth, jsonHeaders } from '../helper.js'
+import { forEachBackend, buildTestApp, listeningTestApp, postPlant, TOKEN, auth, jsonHeaders } from '../helper.js'
 import { parseRawResponse, rawExchange } from '../support/http.js'
 import { loggerOptions } from '../../src/logger.js'
 
@@ -18,43 +18,41 @@ function capture (logLevel: 'info' | 'trace'): { logger: object, lines: Line[], 
 
 const ACCESS_FIELDS = ['durationMs', 'hostname', 'level', 'method', 'msg', 'pid', 'reqId', 'route', 'status', 'time']
 
-for (const backend of backends()) {
-  t.test(`one access line per request at info on ${backend}`, async (t) => {
-    const { logger, lines, raw } = capture('info')
-    const { app } = await buildTestApp(t, backend, { logLevel: 'info' }, logger)
-    const headers = (id: string): Record<string, string> => ({ ...jsonHeaders(), 'x-request-id': id })
+forEachBackend(t, 'one access line per request at info', async (t, backend) => {
+  const { logger, lines, raw } = capture('info')
+  const { app } = await buildTestApp(t, backend, { logLevel: 'info' }, logger)
+  const headers = (id: string): Record<string, string> => ({ ...jsonHeaders(), 'x-request-id': id })
 
-    t.equal((await postPlant(app, '{"id": 1, "name": "Secret Fern", "tag": "hidden-tag"}', headers('create-1'))).statusCode, 200)
-    t.equal((await postPlant(app, '{"id": 1, "name": "Secret Fern", "tag": "hidden-tag"}', headers('replay-1'))).statusCode, 200)
-    t.equal((await postPlant(app, '{"id": 1, "name": "Other Secret"}', headers('conflict-1'))).statusCode, 409)
-    t.equal((await postPlant(app, '{"id": "bad"}', headers('invalid-1'))).statusCode, 400)
-    await app.inject({ method: 'POST', url: '/plants', headers: { authorization: `Bearer ${TOKEN}x`, 'content-type': 'application/json', 'x-request-id': 'unauth-1' }, payload: '{}' })
-    await app.inject({ url: '/nope', headers: { ...auth(), 'x-request-id': 'nope-1' } })
+  t.equal((await postPlant(app, '{"id": 1, "name": "Secret Fern", "tag": "hidden-tag"}', headers('create-1'))).statusCode, 200)
+  t.equal((await postPlant(app, '{"id": 1, "name": "Secret Fern", "tag": "hidden-tag"}', headers('replay-1'))).statusCode, 200)
+  t.equal((await postPlant(app, '{"id": 1, "name": "Other Secret"}', headers('conflict-1'))).statusCode, 409)
+  t.equal((await postPlant(app, '{"id": "bad"}', headers('invalid-1'))).statusCode, 400)
+  await app.inject({ method: 'POST', url: '/plants', headers: { authorization: `Bearer ${TOKEN}x`, 'content-type': 'application/json', 'x-request-id': 'unauth-1' }, payload: '{}' })
+  await app.inject({ url: '/nope', headers: { ...auth(), 'x-request-id': 'nope-1' } })
 
-    const access = (reqId: string): Line[] => lines.filter((l) => l.reqId === reqId && l.msg === 'request')
-    for (const id of ['create-1', 'replay-1', 'conflict-1', 'invalid-1', 'unauth-1', 'nope-1']) {
-      t.equal(access(id).length, 1, `${id}: exactly one access line`)
-    }
-    const created = access('create-1')[0] as Line
-    t.same(Object.keys(created).sort(), [...ACCESS_FIELDS, 'outcome'].sort(), 'the access line holds these fields and no others')
-    t.match(created, { level: 30, method: 'POST', route: '/plants', status: 200, outcome: 'created' })
-    t.ok(typeof created.durationMs === 'number' && created.durationMs >= 0, 'with its duration in ms')
-    t.match(access('replay-1')[0], { status: 200, outcome: 'replayed' })
-    t.match(access('conflict-1')[0], { status: 409, outcome: 'conflict' })
-    t.match(access('invalid-1')[0], { status: 400, route: '/plants' })
-    t.notOk('outcome' in (access('invalid-1')[0] as Line), 'no outcome when the store was not asked')
-    t.match(access('unauth-1')[0], { status: 401 })
-    t.match(access('nope-1')[0], { method: 'GET', route: null, status: 404 })
+  const access = (reqId: string): Line[] => lines.filter((l) => l.reqId === reqId && l.msg === 'request')
+  for (const id of ['create-1', 'replay-1', 'conflict-1', 'invalid-1', 'unauth-1', 'nope-1']) {
+    t.equal(access(id).length, 1, `${id}: exactly one access line`)
+  }
+  const created = access('create-1')[0] as Line
+  t.same(Object.keys(created).sort(), [...ACCESS_FIELDS, 'outcome'].sort(), 'the access line holds these fields and no others')
+  t.match(created, { level: 30, method: 'POST', route: '/plants', status: 200, outcome: 'created' })
+  t.ok(typeof created.durationMs === 'number' && created.durationMs >= 0, 'with its duration in ms')
+  t.match(access('replay-1')[0], { status: 200, outcome: 'replayed' })
+  t.match(access('conflict-1')[0], { status: 409, outcome: 'conflict' })
+  t.match(access('invalid-1')[0], { status: 400, route: '/plants' })
+  t.notOk('outcome' in (access('invalid-1')[0] as Line), 'no outcome when the store was not asked')
+  t.match(access('unauth-1')[0], { status: 401 })
+  t.match(access('nope-1')[0], { method: 'GET', route: null, status: 404 })
 
-    // Errors keep their own line besides the access line.
-    t.ok(lines.some((l) => l.reqId === 'conflict-1' && l.msg === 'request rejected' && l.status === 409), 'a conflict is also logged as rejected')
-    t.equal(lines.filter((l) => l.reqId === 'create-1').length, 1, 'a create that succeeds writes only its access line')
-    t.notOk(lines.some((l) => ['incoming request', 'request completed', 'plant create'].includes(l.msg as string)), 'none of the old request lines')
-    t.notOk(raw.some((l) => l.includes(TOKEN)), 'no line holds a token')
-    t.notOk(raw.some((l) => /Secret|hidden-tag/.test(l)), 'no line holds plant data')
-    t.ok(lines.every((l) => l.msg !== 'request' || typeof l.reqId === 'string'), 'every access line carries the request id')
-  })
-}
+  // Errors keep their own line besides the access line.
+  t.ok(lines.some((l) => l.reqId === 'conflict-1' && l.msg === 'request rejected' && l.status === 409), 'a conflict is also logged as rejected')
+  t.equal(lines.filter((l) => l.reqId === 'create-1').length, 1, 'a create that succeeds writes only its access line')
+  t.notOk(lines.some((l) => ['incoming request', 'request completed', 'plant create'].includes(l.msg as string)), 'none of the old request lines')
+  t.notOk(raw.some((l) => l.includes(TOKEN)), 'no line holds a token')
+  t.notOk(raw.some((l) => /Secret|hidden-tag/.test(l)), 'no line holds plant data')
+  t.ok(lines.every((l) => l.msg !== 'request' || typeof l.reqId === 'string'), 'every access line carries the request id')
+})
 
 t.test('probes and everything else at trace: probes at debug, still one access line each', async (t) => {
   const { logger, lines } = capture('trace')
