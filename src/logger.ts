@@ -5,25 +5,81 @@ import type { Config } from './config.js'
 import { serializeError } from './loggable-error.js'
 
 // The service's log destination: stdout, written asynchronously so a
-// request never waits on a write. A line is written as soon as no write is
-// in flight, and lines that arrive while one is gather into the next write
-// (many lines a write under load, no delay when quiet). minLength 1 rather
-// than 0 only so that flush(cb) waits for the write in flight (with 0 it
-// calls back at once); every line is longer. flushLog waits for what is
-// buffered and in flight, on shutdown and before a fatal exit; pino's own
-// exit hook writes the buffer but skips a write still in flight.
+// request never waits on a write. pino's asynchronous destination
+// (sonic-boom) writes as soon as no write is in flight; lines that arrive
+// while one is gather into the next write (many lines a write under load,
+// no delay when quiet). minLength 1 rather than 0 only so that flush(cb)
+// waits for the write in flight (with 0 it calls back at once); every line
+// is longer.
 export const LOG_MIN_LENGTH = 1
 
-export type LogDestination = ReturnType<typeof pino.destination>
+type SonicBoom = ReturnType<typeof pino.destination>
+
+// Lines are handed to sonic-boom once per event-loop turn, joined, rather
+// than one by one: its write measures the byte length of all it holds each
+// time, so under load, while a write is in flight, every line paid for all
+// the lines before it (bench/RESULTS.md). A line waits at most for the end
+// of the turn it was logged in (setImmediate). flush and flushSync hand
+// over first, so flushLog and an exit still write every line.
+export class LogDestination {
+  // A way out that skipped flushLog (a bare process.exit) still writes the
+  // turn's lines: pino's own exit hook knows only sonic-boom's. One
+  // listener for every destination.
+  static readonly #open = new Set<LogDestination>()
+  static #flushAllOnExit (): void {
+    for (const destination of LogDestination.#open) {
+      try {
+        destination.flushSync()
+      } catch {}
+    }
+  }
+
+  readonly #sonic: SonicBoom
+  #lines = ''
+  #scheduled = false
+
+  constructor (sonic: SonicBoom) {
+    this.#sonic = sonic
+    if (LogDestination.#open.size === 0) process.once('exit', LogDestination.#flushAllOnExit)
+    LogDestination.#open.add(this)
+  }
+
+  write (line: string): boolean {
+    this.#lines += line
+    if (!this.#scheduled) {
+      this.#scheduled = true
+      setImmediate(this.#handOver)
+    }
+    return true
+  }
+
+  flush (cb: (err?: Error) => void): void {
+    this.#handOver()
+    this.#sonic.flush(cb)
+  }
+
+  flushSync (): void {
+    this.#handOver()
+    this.#sonic.flushSync()
+  }
+
+  readonly #handOver = (): void => {
+    this.#scheduled = false
+    if (this.#lines === '') return
+    const lines = this.#lines
+    this.#lines = ''
+    this.#sonic.write(lines)
+  }
+}
 
 export function logDestination (): LogDestination {
-  return pino.destination({ dest: 1, sync: false, minLength: LOG_MIN_LENGTH })
+  return new LogDestination(pino.destination({ dest: 1, sync: false, minLength: LOG_MIN_LENGTH }))
 }
 
 // Resolves once every line given to `destination` has been written, or
 // after boundMs (stdout blocked by a reader that stopped): an exit is never
 // held up for long.
-export async function flushLog (destination: LogDestination, boundMs = 2_000): Promise<void> {
+export async function flushLog (destination: Pick<LogDestination, 'flush'>, boundMs = 2_000): Promise<void> {
   await new Promise<void>((resolve) => {
     const timer = setTimeout(resolve, boundMs)
     try {
