@@ -50,9 +50,11 @@ export interface BatchWriteContext {
 }
 
 // The requests of one batch that name the same id. The first one's data is
-// what the batch tries to store: first come, first served.
+// what the batch tries to store: first come, first served. Groups are
+// found and matched by the bigint id itself: a Map keyed by its decimal
+// text cost several times more per create (bench/RESULTS.md).
 interface Group {
-  key: string
+  id: bigint
   members: Pending[]
 }
 
@@ -135,18 +137,16 @@ async function insert (ctx: BatchWriteContext, groups: Group[], deadline: number
   const tags: Array<string | null> = []
   for (const g of groups) {
     const plant = first(g).plant
-    ids.push(g.key)
+    ids.push(g.id.toString())
     names.push(plant.name)
     tags.push(plant.tag ?? null)
   }
   const rows = await ctx.db.writeBefore<{ id: unknown }>(deadline, insertBatchSql, [ids, names, tags], insertStatement)
-  // pg returns int8 as decimal text already: only PGlite's numbers go
-  // through toId.
-  const created = new Set<string>()
-  for (const row of rows) created.add(typeof row.id === 'string' ? row.id : toId(row.id).toString())
+  const created = new Set<bigint>()
+  for (const row of rows) created.add(toId(row.id))
   const existing: Group[] = []
   for (const g of groups) {
-    if (created.has(g.key)) answerCreated(g, ctx.onAnswer)
+    if (created.has(g.id)) answerCreated(g, ctx.onAnswer)
     else existing.push(g)
   }
   return existing
@@ -161,8 +161,9 @@ async function answerExisting (ctx: BatchWriteContext, groups: Group[]): Promise
   const names: string[] = []
   const tags: Array<string | null> = []
   for (const g of groups) {
+    const id = g.id.toString()
     for (const p of g.members) {
-      ids.push(g.key)
+      ids.push(id)
       names.push(p.plant.name)
       tags.push(p.plant.tag ?? null)
     }
@@ -190,21 +191,15 @@ function first (g: Group): Pending {
 // in another instance) then take row locks in the same order and cannot
 // deadlock on each other.
 function groupById (batch: Pending[]): Group[] {
-  const byKey = new Map<string, Group>()
+  const byId = new Map<bigint, Group>()
   for (const p of batch) {
-    const key = p.plant.id.toString()
-    const group = byKey.get(key)
-    if (group === undefined) byKey.set(key, { key, members: [p] })
+    const id = p.plant.id
+    const group = byId.get(id)
+    if (group === undefined) byId.set(id, { id, members: [p] })
     else group.members.push(p)
   }
-  const groups = [...byKey.values()]
-  if (groups.length > 1) {
-    groups.sort((a, b) => {
-      const x = first(a).plant.id
-      const y = first(b).plant.id
-      return x < y ? -1 : x > y ? 1 : 0
-    })
-  }
+  const groups = [...byId.values()]
+  if (groups.length > 1) groups.sort((a, b) => a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
   return groups
 }
 
