@@ -2,9 +2,9 @@ import t, { type Test } from 'tap'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { setImmediate as turn } from 'node:timers/promises'
+import { setTimeout as sleep } from 'node:timers/promises'
 import pino from 'pino'
-import { flushLog, LOG_MIN_LENGTH, LogDestination } from '../../src/logger.js'
+import { flushLog, GATHER_MS, LOG_MIN_LENGTH, LogDestination } from '../../src/logger.js'
 
 type SonicBoom = ReturnType<typeof pino.destination>
 
@@ -27,19 +27,33 @@ async function recordedFile (t: Test): Promise<{ sonic: SonicBoom, file: string,
 
 const line = (n: number): string => `{"n":${n}}\n`
 
-t.test("a turn's lines reach sonic-boom in one write, in order, by the end of that turn", async (t) => {
+t.test('lines are gathered and reach sonic-boom in one write, in order, within GATHER_MS', async (t) => {
   const { sonic, file, handed } = await recordedFile(t)
   const destination = new LogDestination(sonic)
   for (let n = 0; n < 300; n++) destination.write(line(n))
-  t.same(handed, [], 'nothing handed over while the turn runs')
-  await turn()
-  t.equal(handed.length, 1, 'one write for the turn')
+  t.same(handed, [], 'nothing handed over line by line')
+  await sleep(GATHER_MS * 3)
+  t.equal(handed.length, 1, 'one write for every line gathered')
   for (let n = 300; n < 310; n++) destination.write(line(n))
-  await turn()
-  t.equal(handed.length, 2, 'the next turn, the next write')
+  await sleep(GATHER_MS * 3)
+  t.equal(handed.length, 2, 'the next lines, the next write')
   await flushLog(destination)
   const expected = Array.from({ length: 310 }, (_, n) => line(n)).join('')
   t.equal(readFileSync(file, 'utf8'), expected, 'every line written once, in order')
+})
+
+t.test('a large gathering is handed over at once, without waiting for the timer', async (t) => {
+  const { sonic, handed } = await recordedFile(t)
+  const destination = new LogDestination(sonic)
+  const long = `{"pad":"${'x'.repeat(1000)}"}\n`
+  let written = 0
+  while (handed.length === 0 && written < 1000) {
+    destination.write(long)
+    written++
+  }
+  t.equal(handed.length, 1, 'handed over while the lines were still being written')
+  t.ok(written > 10 && written < 1000, `after ${written} lines of ${long.length} characters`)
+  await flushLog(destination)
 })
 
 t.test('flush and flushSync write the lines of the turn still running', async (t) => {
@@ -51,16 +65,15 @@ t.test('flush and flushSync write the lines of the turn still running', async (t
   destination.write(line(2))
   destination.flushSync()
   t.equal(readFileSync(file, 'utf8'), line(1) + line(2), 'flushSync: written before it returns')
-  await turn()
-  t.equal(readFileSync(file, 'utf8'), line(1) + line(2), 'and not written again at the end of the turn')
+  await sleep(GATHER_MS * 3)
+  t.equal(readFileSync(file, 'utf8'), line(1) + line(2), 'and not written again when the timer would have run')
 })
 
-t.test('a quiet service: a single line is written within its turn, with no timer to wait for', async (t) => {
+t.test('a quiet service: a single line is written, without a flush', async (t) => {
   const { sonic, file } = await recordedFile(t)
   const destination = new LogDestination(sonic)
   destination.write(line(7))
-  await turn()
-  // The write itself is asynchronous: it completes shortly after.
+  // Handed over within GATHER_MS; the write itself completes shortly after.
   for (let waited = 0; readFileSync(file, 'utf8') === '' && waited < 5000; waited += 10) await new Promise((resolve) => setTimeout(resolve, 10))
   t.equal(readFileSync(file, 'utf8'), line(7))
 })
