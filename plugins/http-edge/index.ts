@@ -6,6 +6,7 @@ import { errorHandler, everyAnswerHeaders, notFoundHandler } from './error-answe
 import { inTurn, type OnRequestStep } from './connection.js'
 import { answerHalfClosedClients, checkNodeInternals } from './node-internals.js'
 import { refuseWhileClosing } from './shutdown.js'
+import { declareOutcome } from './access-log.js'
 
 // The connection edge, before any route: what each check does, and why, is
 // beside it in this folder; the order a request meets them: README, "A
@@ -19,6 +20,7 @@ async function httpEdge (fastify: FastifyInstance): Promise<void> {
       'Node HTTP server internals are not as expected: safe mode, a request pipelined behind another is dropped unprocessed and its connection closed')
   }
   answerHalfClosedClients(fastify.server)
+  declareOutcome(fastify)
   fastify.setErrorHandler(errorHandler)
   fastify.setNotFoundHandler(notFoundHandler)
   const unrouted = routeFirst(fastify)

@@ -1,6 +1,7 @@
 import t from 'tap'
 import { forEachBackend, buildTestApp, listeningTestApp, postPlant, TOKEN, auth, jsonHeaders } from '../helper.js'
 import { parseRawResponse, rawExchange } from '../support/http.js'
+import pino from 'pino'
 import { loggerOptions } from '../../src/logger.js'
 
 type Line = Record<string, unknown>
@@ -76,4 +77,39 @@ t.test('answers given outside Fastify write an access line of the same shape', a
     t.match(lines.filter((l) => l.reqId === reqId), [{ level: 30, msg: 'request', status, ...fields }], `${what}: one access line under the answer's request id`)
   }
   t.notOk(lines.some((l) => JSON.stringify(l).includes(TOKEN)), 'no token')
+})
+
+// The access line at info is formatted by access-log.ts from pino's own
+// pieces; these pin it to the bytes pino itself writes.
+t.test("the access line is byte for byte pino's own line, and left to pino when its options change it", async (t) => {
+  const traceparent = '00-4bf92f3577b34da6a3ce929d0e4736aa-00f067aa0ba902b7-01'
+  const send = async (app: Awaited<ReturnType<typeof buildTestApp>>['app'], reqId: string): Promise<void> => {
+    const res = await postPlant(app, '{"id": 7, "name": "Fern"}', { ...jsonHeaders(), 'x-request-id': reqId, traceparent })
+    t.equal(res.statusCode, 200)
+  }
+  const { logger, raw } = capture('info')
+  const { app } = await buildTestApp(t, 'pglite', { logLevel: 'info' }, logger)
+  await send(app, 'direct-1')
+  const direct = raw.filter((l) => l.includes('"reqId":"direct-1"'))
+  t.equal(direct.length, 1, 'one line')
+  const line = direct[0] as string
+  const parsed = JSON.parse(line) as Line
+  t.equal(parsed.trace_id, '4bf92f3577b34da6a3ce929d0e4736aa', 'the trace id, from the request logger')
+  // What pino writes for the same fields, through the same request logger.
+  const pinoLine: string[] = []
+  const requestLog = app.log.child({ reqId: 'direct-1', trace_id: parsed.trace_id }) as unknown as Record<symbol, unknown> & { info: (o: object, m: string) => void }
+  const probe = Object.create(requestLog, {
+    [pino.symbols.streamSym]: { value: { write: (l: string) => pinoLine.push(l) } },
+    [pino.symbols.timeSym]: { value: () => `,"time":${String(parsed.time)}` }
+  }) as typeof requestLog
+  probe.info({ method: parsed.method, route: parsed.route, status: parsed.status, durationMs: parsed.durationMs, outcome: parsed.outcome }, 'request')
+  t.equal(line, pinoLine[0], 'the same bytes as pino')
+
+  // A logger whose options change pino's line: pino writes it.
+  const mixed = capture('info')
+  const withMixin = { ...mixed.logger, mixin: () => ({ zone: 'a' }) }
+  const other = await buildTestApp(t, 'pglite', { logLevel: 'info' }, withMixin)
+  await send(other.app, 'mixin-1')
+  const viaPino = mixed.lines.filter((l) => l.reqId === 'mixin-1' && l.msg === 'request')
+  t.match(viaPino, [{ zone: 'a', method: 'POST', status: 200, outcome: 'created' }], "the mixin's field is there: pino wrote the line")
 })
