@@ -5,12 +5,11 @@ import type { Config } from './config.js'
 import { serializeError } from './loggable-error.js'
 
 // The service's log destination: stdout, written asynchronously so a
-// request never waits on a write. pino's asynchronous destination
-// (sonic-boom) writes as soon as no write is in flight; lines that arrive
-// while one is gather into the next write (many lines a write under load,
-// no delay when quiet). minLength 1 rather than 0 only so that flush(cb)
-// waits for the write in flight (with 0 it calls back at once); every line
-// is longer.
+// request never waits on a write: LogDestination gathers the lines and
+// hands them to pino's asynchronous destination (sonic-boom), which writes
+// as soon as no write is in flight. minLength 1 rather than 0 only so that
+// flush(cb) waits for the write in flight (with 0 it calls back at once);
+// every line is longer.
 export const LOG_MIN_LENGTH = 1
 
 type SonicBoom = ReturnType<typeof pino.destination>
@@ -21,10 +20,14 @@ type SonicBoom = ReturnType<typeof pino.destination>
 // for all the lines before it, and each of its writes to stdout is a trip
 // through libuv's thread pool, whose wake-ups cost the event loop more than
 // the bytes (bench/RESULTS.md). A line reaches stdout within GATHER_MS of
-// being logged, however quiet the service. flush and flushSync hand over
-// first, so flushLog and an exit still write every line.
+// being logged, however quiet the service. flush hands over first, so
+// flushLog waits for every line; flushSync writes them before it returns,
+// for an exit.
 export const GATHER_MS = 10
 const GATHER_CHARS = 64 * 1024
+// At exit a full pipe (a reader that stopped) is retried this long, then
+// the lines are given up: an exit is never held up for long.
+const EXIT_WRITE_BOUND_MS = 2_000
 // One sonic-boom write may hold what was gathered (its default is 16 KiB).
 const MAX_WRITE_BYTES = 1024 * 1024
 
@@ -63,14 +66,28 @@ export class LogDestination {
     this.#sonic.flush(cb)
   }
 
+  // What sonic-boom holds goes first, then the gathered lines, through a
+  // synchronous sonic-boom on the same descriptor: handing them to the
+  // asynchronous one would only start a write that an exit may cut short.
   flushSync (): void {
-    this.#handOver()
+    this.#stopTimer()
     this.#sonic.flushSync()
+    if (this.#lines === '') return
+    const lines = this.#lines
+    this.#lines = ''
+    const giveUpAt = Date.now() + EXIT_WRITE_BOUND_MS
+    // sonic-boom's descriptor is public at run time, not in its types.
+    const { fd } = this.#sonic as unknown as { fd: number }
+    pino.destination({ dest: fd, sync: true, retryEAGAIN: () => Date.now() < giveUpAt }).write(lines)
+  }
+
+  #stopTimer (): void {
+    clearTimeout(this.#timer)
+    this.#timer = undefined
   }
 
   readonly #handOver = (): void => {
-    clearTimeout(this.#timer)
-    this.#timer = undefined
+    this.#stopTimer()
     if (this.#lines === '') return
     const lines = this.#lines
     this.#lines = ''

@@ -56,17 +56,19 @@ t.test('a large gathering is handed over at once, without waiting for the timer'
   await flushLog(destination)
 })
 
-t.test('flush and flushSync write the lines of the turn still running', async (t) => {
-  const { sonic, file } = await recordedFile(t)
+t.test('flush writes the gathered lines before it calls back; flushSync before it returns', async (t) => {
+  const { sonic, file, handed } = await recordedFile(t)
   const destination = new LogDestination(sonic)
   destination.write(line(1))
   await flushLog(destination)
   t.equal(readFileSync(file, 'utf8'), line(1), 'flush: written before it calls back, in the same turn')
   destination.write(line(2))
+  destination.write(line(3))
   destination.flushSync()
-  t.equal(readFileSync(file, 'utf8'), line(1) + line(2), 'flushSync: written before it returns')
+  t.equal(readFileSync(file, 'utf8'), line(1) + line(2) + line(3), 'flushSync: written, in order, before it returns')
+  t.equal(handed.length, 1, 'not handed to the asynchronous write, which an exit could cut short')
   await sleep(GATHER_MS * 3)
-  t.equal(readFileSync(file, 'utf8'), line(1) + line(2), 'and not written again when the timer would have run')
+  t.equal(readFileSync(file, 'utf8'), line(1) + line(2) + line(3), 'and not written again when the timer would have run')
 })
 
 t.test('a quiet service: a single line is written, without a flush', async (t) => {
