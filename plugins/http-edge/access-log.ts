@@ -87,9 +87,12 @@ export class AccessLog extends LogController {
 // with reqId and trace_id, the end of line) and written to pino's stream:
 // the same bytes pino writes, in a fraction of the time pino's general
 // formatter takes for them (bench/RESULTS.md). Used only for loggers whose
-// formatting was checked to give exactly pino's line (sameAsPino);
-// false when the line is left to pino.
-const { chindingsSym, endSym, lsCacheSym, needsMetadataGsym, streamSym, timeSym } = pino.symbols
+// formatting was checked to give exactly pino's line (sameAsPino), and with
+// no mixin or message prefix, which can add to a line for some loggers or
+// calls and not others; false when the line is left to pino.
+const { chindingsSym, endSym, lsCacheSym, mixinSym, needsMetadataGsym, streamSym, timeSym } = pino.symbols
+// In pino's symbols, not in its types.
+const msgPrefixSym = (pino.symbols as unknown as Record<string, symbol>).msgPrefixSym as symbol
 const INFO = 30
 
 // pino's pieces, read through its exported symbols.
@@ -97,8 +100,9 @@ type PinoInternals = Record<symbol, unknown>
 interface LineStream { write: (line: string) => unknown, [needsMetadataGsym]?: boolean }
 
 function writeInfoLine (log: FastifyBaseLogger, fields: AccessFields): boolean {
-  const stream = (log as unknown as PinoInternals)[streamSym] as LineStream | undefined
-  if (stream === undefined || !sameAsPino(log, stream)) return false
+  const p = log as unknown as PinoInternals
+  const stream = p[streamSym] as LineStream | undefined
+  if (stream === undefined || p[mixinSym] !== undefined || p[msgPrefixSym] !== undefined || !sameAsPino(log, stream)) return false
   stream.write(formatInfoLine(log, fields))
   return true
 }
