@@ -8,8 +8,9 @@
 //   one-sync     the access line alone, a synchronous write
 //   one-async    the access line, pino's asynchronous destination, each
 //                line handed to it as it is logged
-//   one-turn     the access line, the service's destination: a turn's lines
-//                handed to pino's asynchronous destination at once (now)
+//   one-turn     the access line, the service's destination (LogDestination):
+//                lines gathered for up to 10 ms, then handed to pino's
+//                asynchronous destination at once (now)
 //   warn         LOG_LEVEL=warn: the request's pino child, no line written
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
