@@ -14,15 +14,17 @@ export const LOG_MIN_LENGTH = 1
 
 type SonicBoom = ReturnType<typeof pino.destination>
 
-// Lines are gathered for up to GATHER_MS (or until GATHER_CHARS of them)
-// and handed to sonic-boom in one write, rather than one by one: its write
-// measures the byte length of all it holds each time, so every line paid
-// for all the lines before it, and each of its writes to stdout is a trip
-// through libuv's thread pool, whose wake-ups cost the event loop more than
-// the bytes (bench/RESULTS.md). A line reaches stdout within GATHER_MS of
-// being logged, however quiet the service. flush hands over first, so
-// flushLog waits for every line; flushSync writes them before it returns,
-// for an exit.
+// A line is handed to sonic-boom at once (in a timer's next turn) when
+// nothing was handed over in the last GATHER_MS; otherwise it waits, with
+// the lines that follow it, until GATHER_MS after that hand-over (or until
+// GATHER_CHARS of them), and all go in one write. A quiet service writes
+// each line as it comes; a busy one writes once per GATHER_MS, not line by
+// line: sonic-boom's write measures the byte length of all it holds each
+// time, so every line paid for all the lines before it, and each of its
+// writes to stdout is a trip through libuv's thread pool, whose wake-ups
+// cost the event loop more than the bytes (bench/RESULTS.md). flush hands
+// over first, so flushLog waits for every line; flushSync writes them
+// before it returns, for an exit.
 export const GATHER_MS = 10
 const GATHER_CHARS = 64 * 1024
 // At exit a full pipe (a reader that stopped) is retried this long, then
@@ -47,6 +49,7 @@ export class LogDestination {
   readonly #sonic: SonicBoom
   #lines = ''
   #timer: NodeJS.Timeout | undefined
+  #handedOverAt = -Infinity
 
   constructor (sonic: SonicBoom) {
     this.#sonic = sonic
@@ -57,7 +60,7 @@ export class LogDestination {
   write (line: string): boolean {
     this.#lines += line
     if (this.#lines.length >= GATHER_CHARS) this.#handOver()
-    else this.#timer ??= setTimeout(this.#handOver, GATHER_MS)
+    else this.#timer ??= setTimeout(this.#handOver, Math.max(0, this.#handedOverAt + GATHER_MS - performance.now()))
     return true
   }
 
@@ -91,6 +94,7 @@ export class LogDestination {
     if (this.#lines === '') return
     const lines = this.#lines
     this.#lines = ''
+    this.#handedOverAt = performance.now()
     this.#sonic.write(lines)
   }
 }
