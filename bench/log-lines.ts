@@ -9,7 +9,7 @@
 //   one-async    the access line, pino's asynchronous destination, each
 //                line handed to it as it is logged
 //   one-turn     the access line, the service's destination (LogDestination):
-//                lines gathered for up to 10 ms, then handed to pino's
+//                under load, the lines of up to 10 ms handed to pino's
 //                asynchronous destination at once (now)
 //   warn         LOG_LEVEL=warn: the request's pino child, no line written
 import { mkdtempSync, rmSync } from 'node:fs'

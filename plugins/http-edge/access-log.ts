@@ -103,12 +103,11 @@ function writeInfoLine (log: FastifyBaseLogger, fields: AccessFields): boolean {
   const p = log as unknown as PinoInternals
   const stream = p[streamSym] as LineStream | undefined
   if (stream === undefined || p[mixinSym] !== undefined || p[msgPrefixSym] !== undefined || !sameAsPino(log, stream)) return false
-  stream.write(formatInfoLine(log, fields))
+  stream.write(formatInfoLine(p, fields))
   return true
 }
 
-function formatInfoLine (log: FastifyBaseLogger, { method, route, status, durationMs, outcome }: AccessFields): string {
-  const p = log as unknown as PinoInternals
+function formatInfoLine (p: PinoInternals, { method, route, status, durationMs, outcome }: AccessFields): string {
   const level = (p[lsCacheSym] as Record<number, string>)[INFO] as string
   const time = (p[timeSym] as () => string)()
   return `${level}${time}${p[chindingsSym] as string},"method":${json(method)},"route":${route === null ? 'null' : json(route)},` +
@@ -154,5 +153,5 @@ function formatsLikePino (log: FastifyBaseLogger): boolean {
   } catch {
     return false
   }
-  return lines.length === 1 && lines[0] === formatInfoLine(probe, sample)
+  return lines.length === 1 && lines[0] === formatInfoLine(probe as unknown as PinoInternals, sample)
 }

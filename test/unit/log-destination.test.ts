@@ -82,7 +82,7 @@ t.test('a quiet service: a single line is written, without a flush', async (t) =
   const { sonic, file } = await recordedFile(t)
   const destination = new LogDestination(sonic)
   destination.write(line(7))
-  // Handed over within GATHER_MS; the write itself completes shortly after.
+  // Handed over at once; the write itself completes shortly after.
   for (let waited = 0; readFileSync(file, 'utf8') === '' && waited < 5000; waited += 10) await new Promise((resolve) => setTimeout(resolve, 10))
   t.equal(readFileSync(file, 'utf8'), line(7))
 })
