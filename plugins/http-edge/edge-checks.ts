@@ -1,23 +1,14 @@
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
-import { randomUUID } from 'node:crypto'
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest, RequestPayload } from 'fastify'
 import { HttpError, notFoundHandler, rawError, sendError } from './error-answers.js'
 import { ACCESS_LINE, edgeAccessFields } from './access-log.js'
 import { afterEarlierAnswers, answerAndClose, stopReading, stoppedReading } from './connection.js'
+import { genReqId, newRequestId } from './request-id.js'
 
 // The connection edge: what is checked and answered before a request reaches
-// a route (request ids, malformed HTTP, Host, route first, Expect, answers
+// a route (malformed HTTP, Host, route first, Expect, answers
 // given before the body was read).
-
-// An incoming X-Request-Id is kept when it is short and plain, so a caller
-// can follow its request through our logs; anything else gets a fresh id.
-const acceptableRequestId = /^[A-Za-z0-9._:-]{1,128}$/
-
-export function genReqId (req: IncomingMessage): string {
-  const incoming = req.headers['x-request-id']
-  return typeof incoming === 'string' && acceptableRequestId.test(incoming) ? incoming : randomUUID()
-}
 
 // Answers HTTP that Node's parser rejected before Fastify saw a request
 // (bad request line, oversized headers, timeouts) in the Error shape, when
@@ -31,7 +22,7 @@ export function clientErrorHandler (this: FastifyInstance, err: Error & { code?:
   const status = err.code === 'HPE_HEADER_OVERFLOW'
     ? 431
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
-  const reqId = randomUUID()
+  const reqId = newRequestId()
   // Its access line: no method or route was parsed.
   this.log.info({ ...edgeAccessFields(reqId, status), reason: 'malformed HTTP', code: err.code }, ACCESS_LINE)
   answerLastWhenFree(socket, status, reqId)
