@@ -1,7 +1,10 @@
 // npm run bench: the service (built in dist/) against a bare batched create
 // (bench/bare-create.ts), on PostgreSQL and on embedded PGlite, all on
 // 127.0.0.1, at each connection count in alternating rounds so that drift
-// on the machine hits every target alike. The service runs at the default
+// on the machine hits every target alike. Each round is a fresh process of
+// its target, warmed up first: one process of the same build can run
+// markedly faster or slower than the next for its whole life (where V8's
+// collector settles, bench/RESULTS.md), so rounds sample processes too. The service runs at the default
 // log level, info ("postgres", "pglite"), and on PostgreSQL also at warn
 // ("postgres-warn"); its log goes down a pipe to a reader of its own, as a
 // container engine reads a service's log (bench/processes.ts).
@@ -14,6 +17,8 @@
 //       database per target is created and dropped (without one only PGlite)
 //   BENCH_CONNECTIONS (32,128)  connection counts, each a phase of its own
 //   BENCH_ROUNDS (5), BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (3)
+//   BENCH_SAME_PROCESS=1  one process per target for every round (each
+//       warmed up once per connection count), as the drift run always is
 //   BENCH_TARGETS  e.g. "postgres-bare,postgres,postgres-warn" (also
 //       "pglite-warn", and "echo": Fastify answering without a database,
 //       the old yardstick)
@@ -46,6 +51,7 @@ const intEnv = (name: string, fallback: number): number => {
   return value
 }
 const drift = process.env.BENCH_DRIFT === '1'
+const freshProcessEachRound = !drift && process.env.BENCH_SAME_PROCESS !== '1'
 const connectionCounts = (process.env.BENCH_CONNECTIONS ?? (drift ? '128' : '32,128')).split(',').map((c) => {
   const n = Number(c)
   if (!Number.isInteger(n) || n < 1) throw new Error('BENCH_CONNECTIONS must list positive integers')
@@ -62,7 +68,13 @@ const operating = process.env.BENCH_OPERATING === '1'
 const LIVENESS_INTERVAL_MS = 200
 
 interface Running extends Target {
+  // The process running now; every one started for this target, for its
+  // log and its peak memory; how to start another.
   server: Server
+  servers: Server[]
+  start: () => Promise<Server>
+  // Whether a round has run on the current process.
+  used: boolean
   database?: BenchDatabase
   loads: Map<number, Load>
   // 200 answers over every warm-up and round, and resent requests found
@@ -72,6 +84,9 @@ interface Running extends Target {
   errors: number
   resent: number
 }
+
+// The highest resident set any of the target's processes reached.
+const peakRss = (target: Running): number => Math.max(...target.servers.map((server) => server.peakRss()))
 
 const wanted = (name: string): boolean => only === undefined ? !['echo', 'pglite-warn'].includes(name) : only.includes(name)
 
@@ -86,6 +101,17 @@ function record (target: Running, result: LoadResult): void {
 
 async function warmUp (target: Running, connections: number): Promise<void> {
   record(target, await (target.loads.get(connections) as Load).run(warmupSeconds))
+}
+
+// A new process of the target, in place of the one that ran a round, on
+// the same database (so rows stored still add up to the 200s).
+async function freshProcess (target: Running, connectionsToLoad: (url: string) => Map<number, Load>): Promise<void> {
+  if (!target.used) return
+  await target.server.stop()
+  target.server = await target.start()
+  target.servers.push(target.server)
+  target.loads = connectionsToLoad(target.server.url)
+  target.used = false
 }
 
 // One round of one target: BENCH_SECONDS of load, the requests still in
@@ -147,9 +173,12 @@ async function main (): Promise<number> {
     if (name === undefined || entry === undefined) throw new Error('BENCH_SERVICES lists name=path/to/server.js')
     variants.push([`+${name}`, {}, entry])
   }
-  const add = (name: string, kind: Target['kind'], server: Server, database?: BenchDatabase): void => {
-    const loads = new Map(connectionCounts.map((c) => [c, createLoad(server.url, token, c)]))
-    targets.push({ name, kind, server, loads, ok: 0, other: {}, errors: 0, resent: 0, ...(database === undefined ? {} : { database }) })
+  const loadsFor = (url: string): Map<number, Load> => new Map(connectionCounts.map((c) => [c, createLoad(url, token, c)]))
+  const add = async (name: string, kind: Target['kind'], start: () => Promise<Server>, database?: BenchDatabase): Promise<void> => {
+    const server = await start()
+    const counts = { ok: 0, other: {}, errors: 0, resent: 0 }
+    const running = { server, servers: [server], start, used: false, loads: loadsFor(server.url) }
+    targets.push({ name, kind, ...running, ...counts, ...(database === undefined ? {} : { database }) })
   }
   // A database of its own per target, its table made by the service's migrations.
   const database = async (backend: 'postgres' | 'pglite'): Promise<BenchDatabase> => {
@@ -161,35 +190,41 @@ async function main (): Promise<number> {
   }
   let failed = false
   try {
-    if (wanted('echo')) add('echo', 'reference', await startServer('echo', ['--import', 'tsx', 'bench/baseline.ts'], {}))
+    if (wanted('echo')) await add('echo', 'reference', async () => await startServer('echo', ['--import', 'tsx', 'bench/baseline.ts'], {}))
     const backends = (['postgres', 'pglite'] as const).filter((b) => b === 'pglite' || (adminUrl !== undefined && adminUrl !== ''))
     for (const backend of backends) {
       const bare = `${backend}-bare`
       if (wanted(bare)) {
         const db = await database(backend)
-        add(bare, 'bare', await startServer(bare, [...profileArgs(bare), '--import', 'tsx', 'bench/bare-create.ts'], db.env), db)
+        await add(bare, 'bare', async () => await startServer(bare, [...profileArgs(bare), '--import', 'tsx', 'bench/bare-create.ts'], db.env), db)
       }
       for (const [suffix, env, entry = 'dist/src/bin/server.js'] of variants) {
         const name = `${backend}${suffix}`
         const operatingVariant = suffix.startsWith('+')
         if (!wanted(name) && !(operatingVariant && wanted(backend))) continue
         const db = await database(backend)
-        add(name, 'service', await startServer(name, [...profileArgs(name), entry], { ...serviceEnv, ...env, ...db.env }, true), db)
+        await add(name, 'service', async () => await startServer(name, [...profileArgs(name), entry], { ...serviceEnv, ...env, ...db.env }, true), db)
       }
     }
     if (targets.length === 0) throw new Error('no bench target selected')
 
-    console.log(`${targets.map((t) => t.name).join(', ')}; wrk, 1 thread; warm-up ${warmupSeconds} s, ${rounds} rounds of ${seconds} s per target and connection count, node ${process.version}`)
+    console.log(`${targets.map((t) => t.name).join(', ')}; wrk, 1 thread; warm-up ${warmupSeconds} s, ${rounds} rounds of ${seconds} s per target and connection count, ` +
+      `${freshProcessEachRound ? 'a fresh process each round' : 'one process per target'}, node ${process.version}`)
     const phases: Phase[] = []
     for (const connections of connectionCounts) {
       const phase: Phase = { connections, rounds: new Map() }
       phases.push(phase)
-      for (const target of targets) await warmUp(target, connections)
+      if (!freshProcessEachRound) for (const target of targets) await warmUp(target, connections)
       for (let n = 1; n <= rounds; n++) {
         // The order turns each round, so what one target leaves behind (a
         // checkpoint, autovacuum) does not always fall on the same next one.
         const shift = (n - 1) % targets.length
         for (const target of [...targets.slice(shift), ...targets.slice(0, shift)]) {
+          if (freshProcessEachRound) {
+            await freshProcess(target, loadsFor)
+            await warmUp(target, connections)
+          }
+          target.used = true
           const result = await round(target, connections)
           phase.rounds.set(target, [...(phase.rounds.get(target) ?? []), result])
           const others = Object.entries(result.statusCounts).filter(([c]) => c !== '200').map(([c, k]) => `${c}:${k}`).join(' ')
@@ -203,9 +238,9 @@ async function main (): Promise<number> {
 
     console.log('')
     if (drift) {
-      for (const target of targets) printDrift(target, targets, phases, target.server.peakRss())
+      for (const target of targets) printDrift(target, targets, phases, peakRss(target))
     } else {
-      for (const phase of phases) printPhase(phase, targets, (t) => (t as Running).server.peakRss())
+      for (const phase of phases) printPhase(phase, targets, (t) => peakRss(t as Running))
       if (sink !== undefined) console.log(`OTLP sink received ${sink.exports()} exports`)
     }
 
@@ -221,8 +256,9 @@ async function main (): Promise<number> {
         `(${target.resent} in flight when wrk stopped, sent again; other answers: ${others}, connection errors: ${target.errors})`)
     }
     for (const target of targets) {
-      const bytes = await target.server.logBytes()
-      if (bytes === undefined) continue
+      const logs = await Promise.all(target.servers.map(async (server) => await server.logBytes()))
+      if (logs.includes(undefined)) continue
+      const bytes = (logs as number[]).reduce((sum, b) => sum + b, 0)
       console.log(`${target.name}: log ${mb(bytes)}, ${(bytes / Math.max(1, target.ok)).toFixed(0)} bytes per answer 200`)
     }
     console.log(`\ntargets: ${CHECKS}`)
