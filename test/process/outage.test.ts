@@ -110,26 +110,41 @@ t.test('a create in flight when the connection dies is stored and acknowledged, 
       const warm = await Promise.all(Array.from({ length: 10 }, (_, i) => postPlant(app, plant(base + 500 + i))))
       t.ok(warm.every((r) => r.statusCode === 200), 'warm-up creates succeed')
       base += 1000
-      // Creates arrive one every few milliseconds and latency keeps
-      // statements on the wire; the cut comes once some are acknowledged, so
-      // it always lands mid-stream whatever the machine's speed (a fixed sleep
-      // let every batch finish first on a fast run).
+      // Creates are sent one every few milliseconds and latency keeps
+      // statements on the wire; the connections are cut the moment some are
+      // acknowledged, so the cut always lands mid-stream whatever the
+      // machine's speed (a fixed sleep let every batch finish first on a
+      // fast run). The sends are paced by a loop, not scheduled up front:
+      // an event loop that stalls (a busy machine) delays them, where timers
+      // set in advance would all fire at once and send every create in one
+      // batch, answered before the cut could come.
       proxy.setLatency(25)
       let acknowledged = 0
       let answered = 0
-      let firstAcks!: () => void
-      const cutPoint = new Promise<void>((resolve) => { firstAcks = resolve })
-      const answers = Promise.all(ids.map(async (id, i) => {
-        await sleep(i * SEND_EVERY_MS)
-        const res = await postPlant(app, plant(id, `inflight-${id}`))
-        answered++
-        if (res.statusCode === 200 && ++acknowledged === CUT_AFTER_ACKS) firstAcks()
-        return res
-      }))
+      let answeredBeforeCut: number | undefined
+      let cutDone!: () => void
+      const cutPoint = new Promise<void>((resolve) => { cutDone = resolve })
+      const cut = (): void => {
+        if (answeredBeforeCut !== undefined) return
+        answeredBeforeCut = answered
+        proxy.cut(mode)
+        cutDone()
+      }
+      const answers = (async () => {
+        const replies: Array<Promise<Awaited<ReturnType<typeof postPlant>>>> = []
+        for (const id of ids) {
+          replies.push(postPlant(app, plant(id, `inflight-${id}`)).then((res) => {
+            answered++
+            if (res.statusCode === 200 && ++acknowledged === CUT_AFTER_ACKS) cut()
+            return res
+          }))
+          await sleep(SEND_EVERY_MS)
+        }
+        return await Promise.all(replies)
+      })()
       // Should every create fail first, the assertions below say so.
       await Promise.race([cutPoint, answers])
-      const answeredBeforeCut = answered
-      proxy.cut(mode)
+      cut()
       // A partition outlasts the deadline: those creates answer 503 while
       // their statements wait on the wire, and land once it heals.
       await sleep(mode === 'blackhole' ? IN_FLIGHT_TIMEOUT_MS + 500 : 100)
@@ -148,7 +163,8 @@ t.test('a create in flight when the connection dies is stored and acknowledged, 
       // A short cut is ridden out (the batch is sent again inside its
       // deadline), so the cut is shown mid-flight by what was still
       // unanswered when it came, not by what failed.
-      t.ok(answeredBeforeCut > 0 && answeredBeforeCut < ids.length, `the cut came mid-flight (${answeredBeforeCut} of ${ids.length} answered before it, ${acked.length} acknowledged in the end)`)
+      const before = answeredBeforeCut ?? 0
+      t.ok(before > 0 && before < ids.length, `the cut came mid-flight (${before} of ${ids.length} answered before it, ${acked.length} acknowledged in the end)`)
       const storedUnacked = ids.filter((id, i) => statuses[i] !== 200 && rows.has(String(id))).length
 
       // A client that retries its unacknowledged creates ends with all stored.
