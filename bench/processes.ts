@@ -33,7 +33,8 @@ export async function startServer (name: string, args: string[], env: Record<str
     const wc = spawn('wc', ['-c'], { stdio: [child.stdout, 'pipe', 'inherit'] })
     let text = ''
     wc.stdout.on('data', (chunk: Buffer) => { text += chunk.toString() })
-    counted = new Promise((resolve) => wc.once('exit', () => resolve(Number(text.trim()))))
+    // 'close', not 'exit': wc's output may still be unread when it exits.
+    counted = new Promise((resolve) => wc.once('close', () => resolve(Number(text.trim()))))
   } else {
     child.stdout.on('data', keep)
   }
