@@ -5,7 +5,7 @@ const uuidV4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]
 
 t.test('fresh request ids are random version 4 UUIDs, across many blocks', async (t) => {
   // Several blocks of the pool and a part of one more.
-  const ids = Array.from({ length: 2_000 }, () => newRequestId())
+  const ids = Array.from({ length: 2_500 }, () => newRequestId())
   t.same(ids.filter((id) => !uuidV4.test(id)), [], 'every id is a version 4 UUID of the RFC variant')
   t.equal(new Set(ids).size, ids.length, 'no id repeats')
   // Every random hex digit takes many values: a formatting slip (a byte
@@ -21,6 +21,6 @@ t.test('fresh request ids are random version 4 UUIDs, across many blocks', async
 t.test('an id is a string of its own, not tied to the next ones', async (t) => {
   const first = newRequestId()
   const copy = `${first}`
-  for (let i = 0; i < 600; i++) newRequestId()
+  for (let i = 0; i < 2_100; i++) newRequestId()
   t.equal(first, copy, 'an id handed out does not change when the pool is refilled')
 })
