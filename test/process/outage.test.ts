@@ -6,7 +6,7 @@ import { openPostgres } from '../../src/store/postgres.js'
 import { StoreUnavailableError } from '../../src/store/unavailable.js'
 import { assertErrorShape, postPlant, testConfig, TOKEN } from '../helper.js'
 import { appliedVersions, migrationVersions, needsPostgres, proxiedDatabase, sleep, storedRows, timeUntil } from '../support/postgres.js'
-import type { CutMode } from '../support/tcp-proxy.js'
+import type { CutMode, TcpProxy } from '../support/tcp-proxy.js'
 import { startServerProcess } from '../support/processes.js'
 import { request } from '../support/http.js'
 
@@ -110,47 +110,7 @@ t.test('a create in flight when the connection dies is stored and acknowledged, 
       const warm = await Promise.all(Array.from({ length: 10 }, (_, i) => postPlant(app, plant(base + 500 + i))))
       t.ok(warm.every((r) => r.statusCode === 200), 'warm-up creates succeed')
       base += 1000
-      // Creates are sent one every few milliseconds and latency keeps
-      // statements on the wire; the connections are cut the moment some are
-      // acknowledged, so the cut always lands mid-stream whatever the
-      // machine's speed (a fixed sleep let every batch finish first on a
-      // fast run). The sends are paced by a loop, not scheduled up front:
-      // an event loop that stalls (a busy machine) delays them, where timers
-      // set in advance would all fire at once and send every create in one
-      // batch, answered before the cut could come.
-      proxy.setLatency(25)
-      let acknowledged = 0
-      let answered = 0
-      let answeredBeforeCut: number | undefined
-      let cutDone!: () => void
-      const cutPoint = new Promise<void>((resolve) => { cutDone = resolve })
-      const cut = (): void => {
-        if (answeredBeforeCut !== undefined) return
-        answeredBeforeCut = answered
-        proxy.cut(mode)
-        cutDone()
-      }
-      const answers = (async () => {
-        const replies: Array<Promise<Awaited<ReturnType<typeof postPlant>>>> = []
-        for (const id of ids) {
-          replies.push(postPlant(app, plant(id, `inflight-${id}`)).then((res) => {
-            answered++
-            if (res.statusCode === 200 && ++acknowledged === CUT_AFTER_ACKS) cut()
-            return res
-          }))
-          await sleep(SEND_EVERY_MS)
-        }
-        return await Promise.all(replies)
-      })()
-      // Should every create fail first, the assertions below say so.
-      await Promise.race([cutPoint, answers])
-      cut()
-      // A partition outlasts the deadline: those creates answer 503 while
-      // their statements wait on the wire, and land once it heals.
-      await sleep(mode === 'blackhole' ? IN_FLIGHT_TIMEOUT_MS + 500 : 100)
-      proxy.restore()
-      proxy.setLatency(0)
-      const res = await answers
+      const { res, answeredBeforeCut, onTheWire } = await sendThroughACut(app, proxy, mode, ids)
 
       const statuses = res.map((r) => r.statusCode)
       t.same([...new Set(statuses)].filter((s) => s !== 200 && s !== 503), [], 'only 200 or 503')
@@ -161,10 +121,10 @@ t.test('a create in flight when the connection dies is stored and acknowledged, 
       const lost = acked.filter((id) => rows.get(String(id))?.name !== `inflight-${id}`)
       t.same(lost, [], 'every acknowledged create is stored with its data')
       // A short cut is ridden out (the batch is sent again inside its
-      // deadline), so the cut is shown mid-flight by what was still
-      // unanswered when it came, not by what failed.
-      const before = answeredBeforeCut ?? 0
-      t.ok(before > 0 && before < ids.length, `the cut came mid-flight (${before} of ${ids.length} answered before it, ${acked.length} acknowledged in the end)`)
+      // deadline), so the cut is shown mid-flight by what the proxy still
+      // held when it came (statements or their results, delayed by the
+      // latency), not by what failed.
+      t.ok(answeredBeforeCut > 0 && onTheWire > 0, `the cut came mid-flight (${onTheWire} chunks on the wire, ${answeredBeforeCut} of ${ids.length} answered before it, ${acked.length} acknowledged in the end)`)
       const storedUnacked = ids.filter((id, i) => statuses[i] !== 200 && rows.has(String(id))).length
 
       // A client that retries its unacknowledged creates ends with all stored.
@@ -176,6 +136,52 @@ t.test('a create in flight when the connection dies is stored and acknowledged, 
     })
   }
 })
+
+// Sends the creates one every SEND_EVERY_MS with latency on the wire, and
+// once CUT_AFTER_ACKS of them are acknowledged cuts the connections the
+// moment a statement or its result is on the wire, so the cut always lands
+// mid-stream whatever the machine's speed (a fixed sleep let every batch
+// finish first on a fast run). The sends are paced by a loop, not scheduled up front: an
+// event loop that stalls (a busy machine) delays them, where timers set in
+// advance would all fire at once and send every create in one batch,
+// answered before the cut could come. The connections are restored after
+// the cut has lasted: a partition outlasts the deadline (those creates
+// answer 503 while their statements wait on the wire, and land once it
+// heals).
+async function sendThroughACut (app: FastifyInstance, proxy: TcpProxy, mode: CutMode, ids: number[]) {
+  proxy.setLatency(25)
+  let acknowledged = 0
+  let answered = 0
+  let cutting: Promise<{ answeredBeforeCut: number, onTheWire: number }> | undefined
+  let cutStarted!: () => void
+  const cutPoint = new Promise<void>((resolve) => { cutStarted = resolve })
+  const cut = (): void => {
+    if (cutting !== undefined) return
+    const answeredBeforeCut = answered
+    cutting = proxy.cutInFlight(mode, 2_000).then((onTheWire) => ({ answeredBeforeCut, onTheWire }))
+    cutStarted()
+  }
+  const answers = (async () => {
+    const replies: Array<ReturnType<typeof postPlant>> = []
+    for (const id of ids) {
+      replies.push(postPlant(app, plant(id, `inflight-${id}`)).then((res) => {
+        answered++
+        if (res.statusCode === 200 && ++acknowledged === CUT_AFTER_ACKS) cut()
+        return res
+      }))
+      await sleep(SEND_EVERY_MS)
+    }
+    return await Promise.all(replies)
+  })()
+  // Should every create fail first, the assertions say so.
+  await Promise.race([cutPoint, answers])
+  cut()
+  const atCut = await (cutting as NonNullable<typeof cutting>)
+  await sleep(mode === 'blackhole' ? IN_FLIGHT_TIMEOUT_MS + 500 : 100)
+  proxy.restore()
+  proxy.setLatency(0)
+  return { res: await answers, ...atCut }
+}
 
 for (const mode of ['reset', 'blackhole'] as CutMode[]) {
   t.test(`a service started while the database is unreachable (${mode}) waits, retries with backoff, and becomes ready`, { skip: needsPostgres }, async (t) => {

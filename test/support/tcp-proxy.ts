@@ -17,6 +17,10 @@ export interface TcpProxy {
   // The URL with its host and port replaced by the proxy's.
   via(url: string): string
   cut(mode: CutMode): void
+  // Cuts the moment bytes are on the wire (held back by the latency): at
+  // once if some are, else as the next chunk arrives, or after waitMs with
+  // none. Resolves with the chunks that were on the wire.
+  cutInFlight(mode: CutMode, waitMs: number): Promise<number>
   restore(): void
   setLatency(ms: number): void
   // Connections currently open through the proxy.
@@ -42,6 +46,9 @@ export async function startTcpProxy (target: { host?: string, port: number }): P
   const pairs = new Set<Pair>()
   let state: 'open' | CutMode = 'open'
   let latency = 0
+  // A cut waiting for bytes on the wire (cutInFlight).
+  let cutWhenInTransit: (() => void) | undefined
+  const inTransit = (): number => [...pairs].reduce((n, pair) => n + pair.directions.reduce((m, d) => m + d.queue.length, 0), 0)
 
   const destroyPair = (pair: Pair): void => {
     for (const d of pair.directions) clearTimeout(d.timer)
@@ -76,6 +83,7 @@ export async function startTcpProxy (target: { host?: string, port: number }): P
       const last = d.queue.at(-1)?.due ?? 0
       d.queue.push({ chunk, due: Math.max(Date.now() + latency, last) })
       pump(d)
+      if (inTransit() > 0) cutWhenInTransit?.()
     })
     return d
   }
@@ -87,6 +95,19 @@ export async function startTcpProxy (target: { host?: string, port: number }): P
     upstream.on('close', () => destroyPair(pair))
     pair.directions = [forward(pair.client, upstream), forward(upstream, pair.client)]
     pair.client.resume()
+  }
+
+  const cut = (mode: CutMode): void => {
+    state = mode
+    for (const pair of [...pairs]) {
+      if (mode === 'reset') {
+        resetPair(pair)
+      } else {
+        pair.client.pause()
+        pair.upstream?.pause()
+        for (const d of pair.directions) clearTimeout(d.timer)
+      }
+    }
   }
 
   const server = net.createServer({ pauseOnConnect: true }, (client) => {
@@ -117,18 +138,21 @@ export async function startTcpProxy (target: { host?: string, port: number }): P
       u.port = String(port)
       return u.toString()
     },
-    cut (mode) {
-      state = mode
-      for (const pair of [...pairs]) {
-        if (mode === 'reset') {
-          resetPair(pair)
-        } else {
-          pair.client.pause()
-          pair.upstream?.pause()
-          for (const d of pair.directions) clearTimeout(d.timer)
+    async cutInFlight (mode, waitMs) {
+      return await new Promise<number>((resolve) => {
+        const cutNow = (): void => {
+          cutWhenInTransit = undefined
+          clearTimeout(timer)
+          const onTheWire = inTransit()
+          cut(mode)
+          resolve(onTheWire)
         }
-      }
+        const timer = setTimeout(cutNow, waitMs)
+        cutWhenInTransit = cutNow
+        if (inTransit() > 0) cutNow()
+      })
     },
+    cut,
     restore () {
       state = 'open'
       for (const pair of pairs) {
