@@ -34,7 +34,7 @@ export async function startServer (name: string, args: string[], env: Record<str
     let text = ''
     wc.stdout.on('data', (chunk: Buffer) => { text += chunk.toString() })
     // 'close', not 'exit': wc's output may still be unread when it exits.
-    counted = new Promise((resolve) => wc.once('close', () => resolve(Number(text.trim()))))
+    counted = new Promise((resolve) => wc.once('close', () => resolve(text.trim() === '' ? undefined : Number(text.trim()))))
   } else {
     child.stdout.on('data', keep)
   }
@@ -69,12 +69,16 @@ export async function startServer (name: string, args: string[], env: Record<str
     name,
     url,
     child,
-    maxRss: () => Math.max(max, residentBytes(pid, 'VmRSS')),
-    peakRss: () => Math.max(peak, residentBytes(pid, 'VmHWM')),
+    // Once the process is gone its pid may be another's: only what was read
+    // while it ran counts.
+    maxRss: () => exited ? max : Math.max(max, residentBytes(pid, 'VmRSS')),
+    peakRss: () => exited ? peak : Math.max(peak, residentBytes(pid, 'VmHWM')),
     logBytes: async () => await counted,
     async stop () {
       clearInterval(poll)
       if (exited) return
+      max = Math.max(max, residentBytes(pid, 'VmRSS'))
+      peak = Math.max(peak, residentBytes(pid, 'VmHWM'))
       child.kill('SIGTERM')
       const killed = await Promise.race([exit.then(() => false), sleep(20_000).then(() => true)])
       if (killed) {

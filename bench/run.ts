@@ -4,8 +4,9 @@
 // on the machine hits every target alike. Each round is a fresh process of
 // its target, warmed up first: one process of the same build can run
 // markedly faster or slower than the next for its whole life (where V8's
-// collector settles, bench/RESULTS.md), so rounds sample processes too. The service runs at the default
-// log level, info ("postgres", "pglite"), and on PostgreSQL also at warn
+// collector settles, bench/RESULTS.md), so rounds sample processes too.
+// The service runs at the default log level, info ("postgres", "pglite"),
+// and on PostgreSQL also at warn
 // ("postgres-warn"); its log goes down a pipe to a reader of its own, as a
 // container engine reads a service's log (bench/processes.ts).
 // The load is wrk (bench/load.ts, which must be installed: Debian's wrk).
@@ -23,6 +24,8 @@
 //       "pglite-warn", and "echo": Fastify answering without a database,
 //       the old yardstick)
 //   BENCH_PROFILE=1  --cpu-prof profiles of each server in bench/profiles/NAME-TIME/
+//       (with BENCH_SAME_PROCESS=1, one profile per target whose answers the
+//       bench prints; otherwise one per round, its answers not printed)
 //       (read with bench/profile-summary.ts; its figures are not representative)
 //   BENCH_OPERATING=1  also each database's service with metrics on and with
 //       spans exported to a local OTLP sink ("postgres+metrics", …)
@@ -139,6 +142,86 @@ async function round (target: Running, connections: number): Promise<Round> {
   }
 }
 
+// Every connection count in turn, its rounds alternating between the
+// targets.
+async function runPhases (targets: Running[], loadsFor: (url: string) => Map<number, Load>): Promise<Phase[]> {
+  const phases: Phase[] = []
+  for (const connections of connectionCounts) {
+    const phase: Phase = { connections, rounds: new Map() }
+    phases.push(phase)
+    if (!freshProcessEachRound) for (const target of targets) await warmUp(target, connections)
+    for (let n = 1; n <= rounds; n++) {
+      // The order turns each round, so what one target leaves behind (a
+      // checkpoint, autovacuum) does not always fall on the same next one.
+      const shift = (n - 1) % targets.length
+      for (const target of [...targets.slice(shift), ...targets.slice(0, shift)]) {
+        if (freshProcessEachRound) {
+          await freshProcess(target, loadsFor)
+          await warmUp(target, connections)
+        }
+        target.used = true
+        const result = await round(target, connections)
+        phase.rounds.set(target, [...(phase.rounds.get(target) ?? []), result])
+        printRound(connections, n, target, result)
+      }
+    }
+  }
+  return phases
+}
+
+function printRound (connections: number, n: number, target: Running, result: Round): void {
+  const others = Object.entries(result.statusCounts).filter(([c]) => c !== '200').map(([c, k]) => `${c}:${k}`).join(' ')
+  console.log(`${connections} conn round ${n} ${target.name.padEnd(14)} ${result.reqPerSec.toFixed(0).padStart(6)} req/s  ` +
+    `p50 ${result.p50.toFixed(1).padStart(5)} ms  p99 ${result.p99.toFixed(1).padStart(5)} ms  CPU µs/answer ${result.cpu.server.toFixed(0)}  RSS ${mb(result.rss)}` +
+    `${result.liveMaxMs === undefined ? '' : `  live max ${result.liveMaxMs.toFixed(0)} ms`}` +
+    `${others === '' ? '' : `  non-200 ${others}`}${result.errors > 0 ? `  errors ${result.errors}` : ''}`)
+}
+
+// Whether each target's rows stored equal its 200 answers; prints both.
+async function rowsMatchAnswers (targets: Running[]): Promise<boolean> {
+  let all = true
+  for (const target of targets) {
+    if (target.database === undefined) continue
+    const rows = await target.database.countRows()
+    const others = Object.entries(target.other).map(([c, n]) => `${c}:${n}`).join(' ') || 'none'
+    const same = rows === target.ok
+    if (!same) all = false
+    console.log(`${same ? '' : 'FAIL '}${target.name}: ${rows} rows stored ${same ? '=' : 'but'} ${target.ok} answers 200 ` +
+      `(${target.resent} in flight when wrk stopped, sent again; other answers: ${others}, connection errors: ${target.errors})`)
+  }
+  return all
+}
+
+// The bytes each service logged, over all its processes.
+async function printLogBytes (targets: Running[]): Promise<void> {
+  for (const target of targets) {
+    const logs = await Promise.all(target.servers.map(async (server) => await server.logBytes()))
+    if (logs.includes(undefined)) continue
+    const bytes = (logs as number[]).reduce((sum, b) => sum + b, 0)
+    console.log(`${target.name}: log ${mb(bytes)}, ${(bytes / Math.max(1, target.ok)).toFixed(0)} bytes per answer 200`)
+  }
+}
+
+// The service's targets on each database: [name suffix, environment, the
+// service's entry point].
+function serviceVariants (otlpSinkUrl: string | undefined): Array<[string, Record<string, string>, string?]> {
+  const variants: Array<[string, Record<string, string>, string?]> = [['', {}], ['-warn', { LOG_LEVEL: 'warn' }]]
+  if (otlpSinkUrl !== undefined) {
+    variants.push(['+metrics', { METRICS_PORT: '0' }])
+    variants.push(['+tracing', { OTEL_EXPORTER_OTLP_ENDPOINT: otlpSinkUrl }])
+  }
+  // The same service with other Node flags, in the same rounds (e.g. heap sizes).
+  const nodeFlags = process.env.BENCH_NODE_FLAGS
+  if (nodeFlags !== undefined && nodeFlags !== '') variants.push(['+flags', { NODE_OPTIONS: nodeFlags }])
+  // Other builds of the service, in the same rounds (what a change bought).
+  for (const build of (process.env.BENCH_SERVICES ?? '').split(',').filter((b) => b !== '')) {
+    const [name, entry] = build.split('=')
+    if (name === undefined || entry === undefined) throw new Error('BENCH_SERVICES lists name=path/to/server.js')
+    variants.push([`+${name}`, {}, entry])
+  }
+  return variants
+}
+
 async function main (): Promise<number> {
   const missing = checkWrk()
   if (missing !== undefined) {
@@ -158,21 +241,7 @@ async function main (): Promise<number> {
   const targets: Running[] = []
   const databases: BenchDatabase[] = []
   const sink = operating ? await startOtlpSink() : undefined
-  // [name suffix, environment, the service's entry point]
-  const variants: Array<[string, Record<string, string>, string?]> = [['', {}], ['-warn', { LOG_LEVEL: 'warn' }]]
-  if (sink !== undefined) {
-    variants.push(['+metrics', { METRICS_PORT: '0' }])
-    variants.push(['+tracing', { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url }])
-  }
-  // The same service with other Node flags, in the same rounds (e.g. heap sizes).
-  const nodeFlags = process.env.BENCH_NODE_FLAGS
-  if (nodeFlags !== undefined && nodeFlags !== '') variants.push(['+flags', { NODE_OPTIONS: nodeFlags }])
-  // Other builds of the service, in the same rounds (what a change bought).
-  for (const build of (process.env.BENCH_SERVICES ?? '').split(',').filter((b) => b !== '')) {
-    const [name, entry] = build.split('=')
-    if (name === undefined || entry === undefined) throw new Error('BENCH_SERVICES lists name=path/to/server.js')
-    variants.push([`+${name}`, {}, entry])
-  }
+  const variants = serviceVariants(sink?.url)
   const loadsFor = (url: string): Map<number, Load> => new Map(connectionCounts.map((c) => [c, createLoad(url, token, c)]))
   const add = async (name: string, kind: Target['kind'], start: () => Promise<Server>, database?: BenchDatabase): Promise<void> => {
     const server = await start()
@@ -210,31 +279,7 @@ async function main (): Promise<number> {
 
     console.log(`${targets.map((t) => t.name).join(', ')}; wrk, 1 thread; warm-up ${warmupSeconds} s, ${rounds} rounds of ${seconds} s per target and connection count, ` +
       `${freshProcessEachRound ? 'a fresh process each round' : 'one process per target'}, node ${process.version}`)
-    const phases: Phase[] = []
-    for (const connections of connectionCounts) {
-      const phase: Phase = { connections, rounds: new Map() }
-      phases.push(phase)
-      if (!freshProcessEachRound) for (const target of targets) await warmUp(target, connections)
-      for (let n = 1; n <= rounds; n++) {
-        // The order turns each round, so what one target leaves behind (a
-        // checkpoint, autovacuum) does not always fall on the same next one.
-        const shift = (n - 1) % targets.length
-        for (const target of [...targets.slice(shift), ...targets.slice(0, shift)]) {
-          if (freshProcessEachRound) {
-            await freshProcess(target, loadsFor)
-            await warmUp(target, connections)
-          }
-          target.used = true
-          const result = await round(target, connections)
-          phase.rounds.set(target, [...(phase.rounds.get(target) ?? []), result])
-          const others = Object.entries(result.statusCounts).filter(([c]) => c !== '200').map(([c, k]) => `${c}:${k}`).join(' ')
-          console.log(`${connections} conn round ${n} ${target.name.padEnd(14)} ${result.reqPerSec.toFixed(0).padStart(6)} req/s  ` +
-            `p50 ${result.p50.toFixed(1).padStart(5)} ms  p99 ${result.p99.toFixed(1).padStart(5)} ms  CPU µs/answer ${result.cpu.server.toFixed(0)}  RSS ${mb(result.rss)}` +
-            `${result.liveMaxMs === undefined ? '' : `  live max ${result.liveMaxMs.toFixed(0)} ms`}` +
-            `${others === '' ? '' : `  non-200 ${others}`}${result.errors > 0 ? `  errors ${result.errors}` : ''}`)
-        }
-      }
-    }
+    const phases = await runPhases(targets, loadsFor)
 
     console.log('')
     if (drift) {
@@ -246,21 +291,8 @@ async function main (): Promise<number> {
 
     // Every 200 must be a stored row, and nothing else may be.
     for (const target of targets) await target.server.stop()
-    for (const target of targets) {
-      if (target.database === undefined) continue
-      const rows = await target.database.countRows()
-      const others = Object.entries(target.other).map(([c, n]) => `${c}:${n}`).join(' ') || 'none'
-      const same = rows === target.ok
-      if (!same) failed = true
-      console.log(`${same ? '' : 'FAIL '}${target.name}: ${rows} rows stored ${same ? '=' : 'but'} ${target.ok} answers 200 ` +
-        `(${target.resent} in flight when wrk stopped, sent again; other answers: ${others}, connection errors: ${target.errors})`)
-    }
-    for (const target of targets) {
-      const logs = await Promise.all(target.servers.map(async (server) => await server.logBytes()))
-      if (logs.includes(undefined)) continue
-      const bytes = (logs as number[]).reduce((sum, b) => sum + b, 0)
-      console.log(`${target.name}: log ${mb(bytes)}, ${(bytes / Math.max(1, target.ok)).toFixed(0)} bytes per answer 200`)
-    }
+    failed = !(await rowsMatchAnswers(targets))
+    await printLogBytes(targets)
     console.log(`\ntargets: ${CHECKS}`)
   } finally {
     for (const target of targets) await target.server.stop().catch(() => {})

@@ -12,8 +12,8 @@ export function genReqId (req: IncomingMessage): string {
   return typeof incoming === 'string' && acceptableRequestId.test(incoming) ? incoming : newRequestId()
 }
 
-// A fresh id is a random UUID (version 4), as the OpenAPI document
-// promises. They are made a block at a time: one random fill and one
+// A fresh id is a random UUID (version 4; the OpenAPI document promises a
+// generated UUID). They are made a block at a time: one random fill and one
 // formatting pass per BLOCK ids, and each id is then one flat string cut
 // from the block's text. crypto.randomUUID builds each id from some twenty
 // concatenated pieces that are flattened again when the id is written, on
