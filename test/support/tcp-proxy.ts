@@ -9,7 +9,9 @@ import net from 'node:net'
 //   sees nothing at all, only its own timeouts can help);
 // - restore(): traffic flows again; stalled bytes are delivered, as TCP
 //   would after a partition heals;
-// - setLatency(ms): every chunk is delayed by ms in each direction.
+// - setLatency(ms): every chunk is delayed by ms in each direction;
+// - cutInFlight(mode): cut(mode) the moment bytes are held by the latency,
+//   so a statement or its result is lost on the wire.
 export type CutMode = 'reset' | 'blackhole'
 
 export interface TcpProxy {
@@ -83,7 +85,7 @@ export async function startTcpProxy (target: { host?: string, port: number }): P
       const last = d.queue.at(-1)?.due ?? 0
       d.queue.push({ chunk, due: Math.max(Date.now() + latency, last) })
       pump(d)
-      if (inTransit() > 0) cutWhenInTransit?.()
+      if (cutWhenInTransit !== undefined && inTransit() > 0) cutWhenInTransit()
     })
     return d
   }
