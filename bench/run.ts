@@ -79,7 +79,6 @@ interface Running extends Target {
   // Whether a round has run on the current process.
   used: boolean
   database?: BenchDatabase
-  loads: Map<number, Load>
   // 200 answers over every warm-up and round, and resent requests found
   // stored by their first sending: rows stored must equal it.
   ok: number
@@ -102,18 +101,23 @@ function record (target: Running, result: LoadResult): void {
   }
 }
 
+// The bench's one API token, given to every service it starts.
+const token = randomBytes(18).toString('base64url')
+
+// wrk against the target's current process.
+const load = (target: Running, connections: number): Load => createLoad(target.server.url, token, connections)
+
 async function warmUp (target: Running, connections: number): Promise<void> {
-  record(target, await (target.loads.get(connections) as Load).run(warmupSeconds))
+  record(target, await load(target, connections).run(warmupSeconds))
 }
 
 // A new process of the target, in place of the one that ran a round, on
 // the same database (so rows stored still add up to the 200s).
-async function freshProcess (target: Running, connectionsToLoad: (url: string) => Map<number, Load>): Promise<void> {
+async function freshProcess (target: Running): Promise<void> {
   if (!target.used) return
   await target.server.stop()
   target.server = await target.start()
   target.servers.push(target.server)
-  target.loads = connectionsToLoad(target.server.url)
   target.used = false
 }
 
@@ -123,7 +127,7 @@ async function round (target: Running, connections: number): Promise<Round> {
   const pid = target.server.child.pid as number
   const probe = target.kind === 'service' ? startLivenessProbe(target.server.url, LIVENESS_INTERVAL_MS) : undefined
   const before = { server: cpuSeconds(pid), database: cpuSecondsOf('postgres') }
-  const result = await (target.loads.get(connections) as Load).run(seconds)
+  const result = await load(target, connections).run(seconds)
   const perAnswer = (now: number, then: number): number => ((now - then) / result.responses) * 1e6
   const cpu = {
     server: perAnswer(cpuSeconds(pid), before.server),
@@ -144,7 +148,7 @@ async function round (target: Running, connections: number): Promise<Round> {
 
 // Every connection count in turn, its rounds alternating between the
 // targets.
-async function runPhases (targets: Running[], loadsFor: (url: string) => Map<number, Load>): Promise<Phase[]> {
+async function runPhases (targets: Running[]): Promise<Phase[]> {
   const phases: Phase[] = []
   for (const connections of connectionCounts) {
     const phase: Phase = { connections, rounds: new Map() }
@@ -156,7 +160,7 @@ async function runPhases (targets: Running[], loadsFor: (url: string) => Map<num
       const shift = (n - 1) % targets.length
       for (const target of [...targets.slice(shift), ...targets.slice(0, shift)]) {
         if (freshProcessEachRound) {
-          await freshProcess(target, loadsFor)
+          await freshProcess(target)
           await warmUp(target, connections)
         }
         target.used = true
@@ -228,7 +232,6 @@ async function main (): Promise<number> {
     console.error(missing)
     return 1
   }
-  const token = randomBytes(18).toString('base64url')
   // LOG_LEVEL info is the service's default (src/config.ts).
   const serviceEnv = { API_TOKENS: token, LOG_LEVEL: 'info', NODE_ENV: 'production' }
   const profileArgs = (name: string): string[] => profileDir === undefined
@@ -242,11 +245,10 @@ async function main (): Promise<number> {
   const databases: BenchDatabase[] = []
   const sink = operating ? await startOtlpSink() : undefined
   const variants = serviceVariants(sink?.url)
-  const loadsFor = (url: string): Map<number, Load> => new Map(connectionCounts.map((c) => [c, createLoad(url, token, c)]))
   const add = async (name: string, kind: Target['kind'], start: () => Promise<Server>, database?: BenchDatabase): Promise<void> => {
     const server = await start()
     const counts = { ok: 0, other: {}, errors: 0, resent: 0 }
-    const running = { server, servers: [server], start, used: false, loads: loadsFor(server.url) }
+    const running = { server, servers: [server], start, used: false }
     targets.push({ name, kind, ...running, ...counts, ...(database === undefined ? {} : { database }) })
   }
   // A database of its own per target, its table made by the service's migrations.
@@ -279,7 +281,7 @@ async function main (): Promise<number> {
 
     console.log(`${targets.map((t) => t.name).join(', ')}; wrk, 1 thread; warm-up ${warmupSeconds} s, ${rounds} rounds of ${seconds} s per target and connection count, ` +
       `${freshProcessEachRound ? 'a fresh process each round' : 'one process per target'}, node ${process.version}`)
-    const phases = await runPhases(targets, loadsFor)
+    const phases = await runPhases(targets)
 
     console.log('')
     if (drift) {
