@@ -144,10 +144,10 @@ t.test('a create in flight when the connection dies is stored and acknowledged, 
 // finish first on a fast run). The sends are paced by a loop, not scheduled
 // up front: an event loop that stalls (a busy machine) delays them, where
 // timers set in advance would all fire at once and send every create in one
-// batch, answered before the cut could come. The connections are restored after
-// the cut has lasted: a partition outlasts the deadline (those creates
-// answer 503 while their statements wait on the wire, and land once it
-// heals).
+// batch, answered before the cut could come. The connections are restored
+// after the cut has lasted: a partition outlasts the deadline (those
+// creates answer 503 while their statements wait on the wire, and land once
+// it heals).
 async function sendThroughACut (app: FastifyInstance, proxy: TcpProxy, mode: CutMode, ids: number[]) {
   proxy.setLatency(25)
   let acknowledged = 0

@@ -10,8 +10,8 @@ import net from 'node:net'
 // - restore(): traffic flows again; stalled bytes are delivered, as TCP
 //   would after a partition heals;
 // - setLatency(ms): every chunk is delayed by ms in each direction;
-// - cutInFlight(mode): cut(mode) the moment bytes are held by the latency,
-//   so a statement or its result is lost on the wire.
+// - cutInFlight(mode, waitMs): cut(mode) the moment bytes are held by the
+//   latency, so a statement or its result is lost on the wire.
 export type CutMode = 'reset' | 'blackhole'
 
 export interface TcpProxy {
