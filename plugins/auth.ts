@@ -28,13 +28,17 @@ export function tokenMatcher (tokens: string[]): (candidate: string) => boolean 
   const scratch = Buffer.alloc(width)
   return (candidate) => {
     // A candidate wider than the buffer is cut short by write(); its
-    // length then differs from every token's.
-    const length = Buffer.byteLength(candidate)
-    scratch.write(candidate)
+    // length then differs from every token's. write() never writes part of
+    // a character, and no character takes more than 4 bytes: with 4 bytes
+    // to spare nothing was cut, and what was written is its length.
+    const written = scratch.write(candidate)
+    const length = written <= width - 4 ? written : Buffer.byteLength(candidate)
     let found = false
     for (const token of known) found = (timingSafeEqual(token.padded, scratch) && token.length === length) || found
     // Zero again: no presented token stays in memory between requests.
-    scratch.fill(0)
+    // Only the bytes written can be other than zero; the typed array's own
+    // fill, not Buffer's, which checks its arguments and crosses into C++.
+    Uint8Array.prototype.fill.call(scratch, 0, 0, written)
     return found
   }
 }
@@ -46,10 +50,22 @@ export function tokenMatcher (tokens: string[]): (candidate: string) => boolean 
 // are not part of it (RFC 9110 5.5; Node's parser already drops them,
 // app.inject does not).
 const bearerScheme = /^[ \t]*bearer[ \t]+/i
+const CANONICAL = 'Bearer '
 
 export function bearerToken (authorization: string | undefined): string | undefined {
-  const scheme = bearerScheme.exec(authorization ?? '')
-  return scheme === null ? undefined : (authorization as string).slice(scheme[0].length).replace(/[ \t]+$/, '')
+  if (authorization === undefined) return undefined
+  // What nearly every caller sends, "Bearer " and the token with no space
+  // or tab around it, is cut without a regular expression.
+  if (authorization.startsWith(CANONICAL) && !isSpaceOrTab(authorization.charCodeAt(CANONICAL.length)) &&
+    !isSpaceOrTab(authorization.charCodeAt(authorization.length - 1))) {
+    return authorization.slice(CANONICAL.length)
+  }
+  const scheme = bearerScheme.exec(authorization)
+  return scheme === null ? undefined : authorization.slice(scheme[0].length).replace(/[ \t]+$/, '')
+}
+
+function isSpaceOrTab (c: number): boolean {
+  return c === 0x20 || c === 0x09
 }
 
 // RFC 6750: a request that sent a bearer token which is wrong gets

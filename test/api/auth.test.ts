@@ -1,6 +1,6 @@
 import t from 'tap'
 import { forEachBackend, buildTestApp, assertErrorShape, TOKEN, OTHER_TOKEN } from '../helper.js'
-import { tokenMatcher } from '../../plugins/auth.js'
+import { bearerToken, tokenMatcher } from '../../plugins/auth.js'
 
 const body = '{"id": 1, "name": "Monstera"}'
 const REALM = 'Bearer realm="plant-store"'
@@ -25,6 +25,43 @@ t.test('tokenMatcher handles tokens longer than its 256-byte width', async (t) =
   for (const wrong of [long.slice(0, -1), `${long}k`, 'k'.repeat(256), `${long}${'k'.repeat(200)}`, 'é'.repeat(150)]) {
     t.notOk(matches(wrong), `rejects ${wrong.length} characters`)
   }
+})
+
+t.test('tokenMatcher: a candidate cut short inside a character is not the token before the cut', async (t) => {
+  // 252 bytes: a candidate of it and one more character leaves write() less
+  // than a whole character of room in the 256-byte buffer.
+  const token = 'k'.repeat(252)
+  const matches = tokenMatcher([token, 'k'.repeat(255)])
+  t.ok(matches(token))
+  for (const extra of ['é', '€', '😀', '\ud800']) {
+    t.notOk(matches(token + extra), `rejects the token and ${JSON.stringify(extra)}`)
+    t.notOk(matches('k'.repeat(255) + extra), `rejects 255 bytes and ${JSON.stringify(extra)}`)
+  }
+  // After a long candidate, a short one is compared against zeros again.
+  t.notOk(matches('k'.repeat(255) + 'x'))
+  t.ok(matches(token))
+  t.notOk(matches('k'))
+})
+
+t.test('bearerToken: the token after the scheme, whatever its case and the spaces around it', async (t) => {
+  const cases: Array<[string | undefined, string | undefined]> = [
+    ['Bearer abc', 'abc'],
+    ['bearer abc', 'abc'],
+    ['BEARER\tabc', 'abc'],
+    ['Bearer   abc', 'abc'],
+    ['Bearer abc \t', 'abc'],
+    [' \tBearer abc', 'abc'],
+    ['Bearer a b', 'a b'],
+    ['Bearer ', ''],
+    ['Bearer\t', ''],
+    ['Bearer', undefined],
+    ['Bearerabc', undefined],
+    ['Basic abc', undefined],
+    ['Bearer\u00a0abc', undefined],
+    ['Bearer abc\u00a0', 'abc\u00a0'],
+    [undefined, undefined]
+  ]
+  for (const [header, token] of cases) t.equal(bearerToken(header), token, JSON.stringify(header))
 })
 
 forEachBackend(t, 'authentication', async (t, backend) => {
