@@ -41,8 +41,10 @@ export const int64Format = {
 function containsBigInt (value: unknown): boolean {
   if (typeof value === 'bigint') return true
   if (typeof value !== 'object' || value === null) return false
-  for (const item of Array.isArray(value) ? value : Object.values(value)) {
-    if (containsBigInt(item)) return true
+  if (Array.isArray(value)) return value.some(containsBigInt)
+  // for…in, not Object.values: no array is made for every body.
+  for (const key in value) {
+    if (Object.hasOwn(value, key) && containsBigInt((value as Record<string, unknown>)[key])) return true
   }
   return false
 }
