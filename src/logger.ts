@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module'
-import type { FastifyServerOptions } from 'fastify'
-import pino from 'pino'
+import type { FastifyBaseLogger, FastifyServerOptions } from 'fastify'
+import pino, { type Bindings, type ChildLoggerOptions, type LogFn } from 'pino'
 import type { Config } from './config.js'
 import { serializeError } from './loggable-error.js'
 
@@ -151,4 +151,75 @@ function hasPinoPretty (): boolean {
   } catch {
     return false
   }
+}
+
+// The request's logger, as Fastify's childLoggerFactory gives it to every
+// request: pino's child is made only when the request logs a line of its
+// own (a rejection, an error) or asks for a child. Most requests log only
+// their access line, which access-log.ts writes from the parent's pieces
+// and bindingsJson, so they never pay for a child's bindings being
+// serialized (bench/RESULTS.md). Made only for children without options of
+// their own (a route's log level or serializers): the factory makes pino's
+// child at once for those.
+export class RequestLogger implements FastifyBaseLogger {
+  #made: FastifyBaseLogger | undefined
+
+  constructor (readonly parent: FastifyBaseLogger, readonly bindings: Bindings) {}
+
+  // pino's child, once something needed it.
+  get made (): FastifyBaseLogger | undefined {
+    return this.#made
+  }
+
+  get #log (): FastifyBaseLogger {
+    this.#made ??= this.parent.child(this.bindings)
+    return this.#made
+  }
+
+  get level (): string {
+    return (this.#made ?? this.parent).level
+  }
+
+  set level (level: string) {
+    this.#log.level = level
+  }
+
+  // A logger without levels (Fastify's own when logging is off) logs at all.
+  isLevelEnabled (level: string): boolean {
+    const log = (this.#made ?? this.parent) as FastifyBaseLogger & { isLevelEnabled?: (level: string) => boolean }
+    return log.isLevelEnabled === undefined || log.isLevelEnabled(level)
+  }
+
+  child (bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    return this.#log.child(bindings, options)
+  }
+
+  // Declared here, defined on the prototype below: each forwards to pino's
+  // child, made on the first call.
+  declare fatal: LogFn
+  declare error: LogFn
+  declare warn: LogFn
+  declare info: LogFn
+  declare debug: LogFn
+  declare trace: LogFn
+  declare silent: LogFn
+
+  static {
+    for (const level of ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const) {
+      RequestLogger.prototype[level] = function (this: RequestLogger, ...args: unknown[]) {
+        (this.#log[level] as (...args: unknown[]) => void)(...args)
+      } as LogFn
+    }
+  }
+}
+
+// Bindings as pino appends them to its parent's in a child's lines:
+// `,"key":value` for each one that is defined.
+export function bindingsJson (bindings: Bindings): string {
+  let json = ''
+  for (const key in bindings) {
+    const value = JSON.stringify(bindings[key])
+    if (value !== undefined) json += `,"${key}":${value}`
+  }
+  return json
 }

@@ -1,6 +1,8 @@
 import { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import pino from 'pino'
 import type { CreateOutcome } from '../../src/store/plant-store.js'
+import { bindingsJson, RequestLogger } from '../../src/logger.js'
+import { TRACE_ID_FIELD } from '../telemetry/trace-id.js'
 
 // The access log: one line per answer Fastify gives, written when the answer
 // has been sent, with what an operator searches by and nothing a caller
@@ -100,17 +102,28 @@ type PinoInternals = Record<symbol, unknown>
 interface LineStream { write: (line: string) => unknown, [needsMetadataGsym]?: boolean }
 
 function writeInfoLine (log: FastifyBaseLogger, fields: AccessFields): boolean {
+  // A request logger that made no child of pino's (src/logger.ts): its
+  // parent's pieces and its own bindings, as the child would have them.
+  let bindings = ''
+  if (log instanceof RequestLogger) {
+    if (log.made === undefined) {
+      bindings = bindingsJson(log.bindings)
+      log = log.parent
+    } else {
+      log = log.made
+    }
+  }
   const p = log as unknown as PinoInternals
   const stream = p[streamSym] as LineStream | undefined
   if (stream === undefined || p[mixinSym] !== undefined || p[msgPrefixSym] !== undefined || !sameAsPino(log, stream)) return false
-  stream.write(formatInfoLine(p, fields))
+  stream.write(formatInfoLine(p, (p[chindingsSym] as string) + bindings, fields))
   return true
 }
 
-function formatInfoLine (p: PinoInternals, { method, route, status, durationMs, outcome }: AccessFields): string {
+function formatInfoLine (p: PinoInternals, chindings: string, { method, route, status, durationMs, outcome }: AccessFields): string {
   const level = (p[lsCacheSym] as Record<number, string>)[INFO] as string
   const time = (p[timeSym] as () => string)()
-  return `${level}${time}${p[chindingsSym] as string},"method":${json(method)},"route":${route === null ? 'null' : json(route)},` +
+  return `${level}${time}${chindings},"method":${json(method)},"route":${route === null ? 'null' : json(route)},` +
     `"status":${status},"durationMs":${durationMs}${outcome === undefined ? '' : `,"outcome":"${outcome}"`},"msg":"${ACCESS_LINE}"${p[endSym] as string}`
 }
 
@@ -128,7 +141,8 @@ function json (text: string): string {
 // Whether formatInfoLine gives, for loggers writing to this stream, the line
 // pino itself would (options such as formatters, a mixin, a message prefix
 // or serializers change pino's line): checked once per stream, by formatting
-// one line both ways with the same time.
+// one line both ways with the same time, from the logger and from a child of
+// it as the request logger's bindings make one.
 const checkedStreams = new WeakMap<LineStream, boolean>()
 function sameAsPino (log: FastifyBaseLogger, stream: LineStream): boolean {
   let same = checkedStreams.get(stream)
@@ -143,6 +157,7 @@ function sameAsPino (log: FastifyBaseLogger, stream: LineStream): boolean {
 
 function formatsLikePino (log: FastifyBaseLogger): boolean {
   const sample: AccessFields = { method: 'POST', route: '/plants', status: 200, durationMs: 1.25, outcome: 'created' }
+  const sampleBindings = { reqId: 'sample-1', [TRACE_ID_FIELD]: '4bf92f3577b34da6a3ce929d0e4736aa' }
   const lines: string[] = []
   const probe = Object.create(log, {
     [streamSym]: { value: { write: (line: string) => lines.push(line) } },
@@ -150,8 +165,12 @@ function formatsLikePino (log: FastifyBaseLogger): boolean {
   }) as FastifyBaseLogger
   try {
     probe.info({ ...sample }, ACCESS_LINE)
+    probe.child(sampleBindings).info({ ...sample }, ACCESS_LINE)
   } catch {
     return false
   }
-  return lines.length === 1 && lines[0] === formatInfoLine(probe as unknown as PinoInternals, sample)
+  const chindings = (probe as unknown as PinoInternals)[chindingsSym] as string
+  return lines.length === 2 &&
+    lines[0] === formatInfoLine(probe as unknown as PinoInternals, chindings, sample) &&
+    lines[1] === formatInfoLine(probe as unknown as PinoInternals, chindings + bindingsJson(sampleBindings), sample)
 }

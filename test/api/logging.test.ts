@@ -55,6 +55,28 @@ forEachBackend(t, 'one access line per request at info', async (t, backend) => {
   t.ok(lines.every((l) => l.msg !== 'request' || typeof l.reqId === 'string'), 'every access line carries the request id')
 })
 
+t.test("a request makes pino's child only when it logs a line of its own", async (t) => {
+  const { logger, lines } = capture('info')
+  const { app } = await buildTestApp(t, 'pglite', { logLevel: 'info' }, logger)
+  const root = app.log as unknown as { child: (...args: unknown[]) => unknown }
+  const child = root.child
+  let children = 0
+  root.child = function (this: unknown, ...args: unknown[]) {
+    children++
+    return child.apply(this, args)
+  }
+  const headers = (id: string): Record<string, string> => ({ ...jsonHeaders(), 'x-request-id': id })
+  // The first access line on a stream checks it against pino's (with a child).
+  t.equal((await postPlant(app, '{"id": 2, "name": "Fern"}', headers('lazy-0'))).statusCode, 200)
+  children = 0
+  t.equal((await postPlant(app, '{"id": 1, "name": "Fern"}', headers('lazy-1'))).statusCode, 200)
+  t.equal(children, 0, 'a create that logs only its access line made no child')
+  t.match(lines.filter((l) => l.reqId === 'lazy-1'), [{ msg: 'request', status: 200, outcome: 'created' }], 'and wrote its access line with its request id')
+  t.equal((await postPlant(app, '{"id": 1, "name": "Other"}', headers('lazy-2'))).statusCode, 409)
+  t.equal(children, 1, 'a conflict, logged as rejected, made one')
+  t.match(lines.filter((l) => l.reqId === 'lazy-2').map((l) => l.msg), ['request rejected', 'request'], 'both of its lines carry its request id')
+})
+
 t.test('probes and everything else at trace: probes at debug, still one access line each', async (t) => {
   const { logger, lines } = capture('trace')
   const { app } = await buildTestApp(t, 'pglite', { logLevel: 'trace' }, logger)
