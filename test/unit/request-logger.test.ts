@@ -51,4 +51,5 @@ t.test('bindingsJson is what pino appends for a child\'s bindings', async (t) =>
   const child = parent.child(bindings) as unknown as Record<symbol, string>
   t.equal(bindingsJson(bindings), child[pino.symbols.chindingsSym])
   t.equal(bindingsJson(bindings), ',"reqId":"a\\"b\\\\c","trace_id":"abc"')
+  t.equal(bindingsJson({}), '', 'no bindings, no text')
 })
