@@ -54,10 +54,10 @@ export const createPlantErrors = {
     message: 'Content-Type must be application/json (none was sent)'
   },
   429: {
-    when: 'This token has made as many creates this minute as the service allows (only when the service is configured with a limit; the body is not read).',
-    retry: 'Nothing was stored. Safe to retry after the Retry-After delay, when the token\'s minute is over.',
+    when: 'This caller (a static token\'s name, a JWT\'s client_id) has made as many creates this minute as the service allows (only when the service is configured with a limit; the body is not read).',
+    retry: 'Nothing was stored. Safe to retry after the Retry-After delay, when the caller\'s minute is over.',
     headers: ['Retry-After'],
-    message: 'Too many creates: this token may make 600 a minute; retry after the Retry-After delay'
+    message: 'Too many creates: this caller may make 600 a minute; retry after the Retry-After delay'
   },
   500: {
     when: 'An unexpected failure; the details are in the service log under the X-Request-Id.',
@@ -70,9 +70,15 @@ export const createPlantErrors = {
     message: 'Transfer-Encoding gzip, chunked is not implemented: send the body as it is, or chunked'
   },
   503: {
-    when: 'The database is unreachable or too slow, too many creates are waiting, or the service is shutting down.',
-    retry: 'Safe to retry after the Retry-After delay: a 503 stored nothing; in the one case where the outcome of a write is unknown (the database connection dropped mid-statement), the retry answers 200 if the plant was stored.',
+    when: 'The database is unreachable or too slow, too many creates are waiting, the service is overloaded (the body is not read) or shutting down, or the issuer\'s keys cannot be had to check a JWT.',
+    retry: 'Nothing was stored. Safe to retry after the Retry-After delay.',
     headers: ['Retry-After'],
     message: 'The database is unavailable; retry later'
+  },
+  504: {
+    when: 'The write was sent to the database and not confirmed in time (a commit waiting for a synchronous standby, a frozen database, a lost reply): the outcome is unknown, the plant may or may not be stored.',
+    retry: 'Replay the same create after the Retry-After delay: it tells (200 if the plant is stored, by this request or the replay; 409 if a different plant is). Never assume it was not stored.',
+    headers: ['Retry-After'],
+    message: 'The database did not confirm the write in time: outcome unknown; replaying this create tells'
   }
 } as const satisfies Record<number, Answer>

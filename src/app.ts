@@ -1,21 +1,18 @@
-import Fastify, { type FastifyHttpOptions, type FastifyInstance, type FastifyServerOptions } from 'fastify'
-import type { Server } from 'node:http'
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from './config.js'
-import { frameworkErrorHandler } from '../plugins/http-edge/error-answers.js'
-import { clientErrorHandler } from '../plugins/http-edge/edge-checks.js'
-import { genReqId } from '../plugins/http-edge/request-id.js'
-import { connectionLimits, serverTimeouts, type ServerTimeouts } from '../plugins/http-edge/timeouts.js'
-import { childLoggerWithTraceId } from '../plugins/telemetry/trace-id.js'
+import { serverOptions, type ServerTimeouts } from '../plugins/http-edge/server-options.js'
 import rateLimitPlugin from '../plugins/rate-limit.js'
 import httpEdge from '../plugins/http-edge/index.js'
 import jsonBody from '../plugins/json-body/index.js'
 import dbPlugin, { type DbPluginOptions } from '../plugins/db.js'
-import authPlugin from '../plugins/auth.js'
+import authPlugin, { staticCallerCount } from '../plugins/auth.js'
+import { AccessTokens } from './jwt-verification.js'
 import docsPlugin from '../plugins/docs.js'
+import loadShedding from '../plugins/load-shedding.js'
+import resourceMetadata from '../plugins/resource-metadata.js'
 import plantsRoutes from '../routes/plants.js'
-import healthRoutes, { isProbeRoute } from '../routes/health.js'
-import { AccessLog } from '../plugins/http-edge/access-log.js'
+import healthRoutes from '../routes/health.js'
 
 export interface AppOptions {
   config: Config
@@ -28,42 +25,11 @@ export interface AppOptions {
   writer?: DbPluginOptions['writer']
 }
 
-// Server options that must be fixed when the instance is created.
-export function serverOptions (
-  config: Config,
-  logger: FastifyServerOptions['logger'],
-  timeouts: ServerTimeouts = serverTimeouts(config)
-): FastifyHttpOptions<Server> {
-  const limits = connectionLimits(timeouts)
-  return {
-    logger,
-    // One access line per answer, in place of Fastify's two request lines.
-    logController: new AccessLog(isProbeRoute),
-    bodyLimit: config.bodyLimit,
-    genReqId,
-    requestIdHeader: false,
-    // A caller's traceparent puts trace_id on every log line of its request.
-    childLoggerFactory: childLoggerWithTraceId,
-    clientErrorHandler,
-    frameworkErrors: frameworkErrorHandler,
-    // Bound slow and oversized clients: see plugins/http-edge/timeouts.ts.
-    ...limits,
-    // Node's Host check answers with an empty body: requireHostHeader does it.
-    http: { ...limits.http, requireHostHeader: false },
-    // Opening embedded PGlite compiles WebAssembly and runs initdb: seconds, not ms.
-    pluginTimeout: 60_000,
-    // Fastify's own 503 during close has a body outside the contract:
-    // refuseWhileClosing answers instead.
-    return503OnClosing: false,
-    forceCloseConnections: 'idle'
-  }
-}
-
 // The whole service, built the same way for the server and for tests.
 export async function buildApp ({ config, logger = false, background, timeouts, writer }: AppOptions): Promise<FastifyInstance> {
-  const app = Fastify(serverOptions(config, logger, serverTimeouts(config, timeouts))).withTypeProvider<TypeBoxTypeProvider>()
+  const app = Fastify(serverOptions(config, { logger, timeouts })).withTypeProvider<TypeBoxTypeProvider>()
 
-  // Registered in the order a request meets them: README, "A request's path".
+  // Registered in the order a request meets them: docs/architecture.md, "A request's path".
   // Operating it, when configured: spans (first, so the request span covers
   // every hook) and metrics (every answer timed, 404s included). Imported
   // only then: the OpenTelemetry SDK and prom-client hold resident memory
@@ -86,13 +52,23 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
   })
   // Before the routes, so swagger sees them added; outside the API context,
   // so the docs are public.
-  await app.register(docsPlugin)
+  const accessTokens = config.auth === undefined ? undefined : new AccessTokens(config.auth)
+  const tokenUrl = config.auth?.tokenUrl
+  await app.register(docsPlugin, {
+    oauth: accessTokens && { scope: accessTokens.scope, tokenUrl: () => tokenUrl ?? accessTokens.keys.tokenEndpoint }
+  })
   await app.register(healthRoutes)
+  if (config.auth !== undefined) await app.register(resourceMetadata, { auth: config.auth })
   // The API routes and the bearer hook share one encapsulated context, so
   // auth guards exactly them; the rate limit counts authenticated creates.
   await app.register(async (api) => {
-    await api.register(authPlugin, { tokens: config.apiTokens })
-    if (config.rateLimitPerMinute !== undefined) await api.register(rateLimitPlugin, { perMinute: config.rateLimitPerMinute })
+    await api.register(authPlugin, { tokens: config.apiTokens, names: config.tokenNames, accessTokens })
+    // Overload is shed before a body is read, and only here: probes and docs always answer.
+    await api.register(loadShedding, { bodyLimit: config.bodyLimit })
+    if (config.rateLimitPerMinute !== undefined) {
+      const callers = staticCallerCount(config.apiTokens, config.tokenNames) + (config.auth?.maxClients ?? 0)
+      await api.register(rateLimitPlugin, { perMinute: config.rateLimitPerMinute, callers })
+    }
     await api.register(plantsRoutes)
   })
   return app

@@ -1,5 +1,5 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { RETRY_AFTER_SECONDS, sendError } from './error-answers.js'
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import { RETRY_AFTER_SECONDS, sendError } from '../error-answers.js'
 
 // In-flight requests get this long to finish after SIGTERM/SIGINT; then the
 // connections still open (a slow upload, a stalled client) are closed and the
@@ -31,15 +31,14 @@ export async function closeWithinGrace (app: FastifyInstance, graceMs = SHUTDOWN
 // connection is refused in the Error shape, with the request id and
 // Connection: close, so the client moves on and the drain ends. Fastify's own
 // return503OnClosing answers with a body outside the contract. Returns the
-// check index.ts makes of every request: true when it answered.
-export function refuseWhileClosing (app: FastifyInstance): (request: FastifyRequest, reply: FastifyReply) => boolean {
+// onRequest hook that refuses.
+export function refuseWhileClosing (app: FastifyInstance): (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void {
   let closing = false
   app.addHook('preClose', async () => { closing = true })
-  return (request, reply) => {
-    if (!closing) return false
+  return function refuseIfClosing (request, reply, done) {
+    if (!closing) return done()
     request.log.info('refused: shutting down')
     reply.header('connection', 'close')
     sendError(reply, 503, 'The service is shutting down; retry later', RETRY_AFTER_SECONDS.shuttingDown)
-    return true
   }
 }

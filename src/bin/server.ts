@@ -2,11 +2,11 @@ import closeWithGrace from 'close-with-grace'
 import { ConfigError, loadConfig, preparePgliteDataDir, type LoadedConfig } from '../config.js'
 import { buildApp } from '../app.js'
 import { EXAMPLE_PLANT } from '../schemas.js'
-import { flushLog, logDestination, loggerOptions } from '../logger.js'
+import { flushLog, logDestination, loggerOptions } from '../../plugins/logging/logger.js'
 import { closeWithinGrace, SHUTDOWN_HARD_LIMIT_MS } from '../../plugins/http-edge/shutdown.js'
 
-// Log lines are written in the background (src/logger.ts): every way out
-// of the process below waits for them first.
+// Log lines are written in the background (plugins/logging/logger.ts):
+// every way out of the process below waits for them first.
 const logs = logDestination()
 
 function fail (message: string): never {

@@ -3,9 +3,9 @@ import { connect } from 'node:net'
 import Fastify from 'fastify'
 import { forEachBackend, buildTestApp, assertErrorShape, auth, jsonHeaders, TOKEN } from '../helper.js'
 import { parseRawResponse, rawExchange } from '../support/http.js'
-import { errorHandler } from '../../plugins/http-edge/error-answers.js'
-import { StoreUnavailableError } from '../../src/store/unavailable.js'
-import { HttpError } from '../../plugins/http-edge/error-answers.js'
+import { errorHandler } from '../../plugins/error-answers.js'
+import { OutcomeUnknownError, StoreUnavailableError } from '../../src/store/store-errors.js'
+import { HttpError } from '../../plugins/error-answers.js'
 
 // The error handler on its own: what reaches the client for each kind of error.
 t.test('error handler', async (t) => {
@@ -14,6 +14,7 @@ t.test('error handler', async (t) => {
   app.setErrorHandler(errorHandler)
   app.get('/crash', async () => { throw new Error('secret detail: SELECT * FROM plants at /srv/app.js:1') })
   app.get('/db-down', async () => { throw new StoreUnavailableError('connect ECONNREFUSED 10.0.0.1:5432') })
+  app.get('/unconfirmed', async () => { throw new OutcomeUnknownError('the write was sent and not confirmed', { cause: new Error('Query read timeout') }) })
   app.get('/conflict', async () => { throw new HttpError(409, 'A different plant is already stored with id 1') })
   app.get('/odd-status', async () => { throw Object.assign(new Error('weird'), { statusCode: 302 }) })
   t.teardown(() => app.close())
@@ -28,6 +29,11 @@ t.test('error handler', async (t) => {
   assertErrorShape(t, down, 503)
   t.equal(down.headers['retry-after'], '5')
   t.notMatch(down.body, /ECONNREFUSED|10\.0\.0\.1/)
+
+  const unknown = await app.inject('/unconfirmed')
+  t.match(assertErrorShape(t, unknown, 504).message, /outcome unknown; replaying this create tells/)
+  t.equal(unknown.headers['retry-after'], '5')
+  t.ok(logged.some((l) => l.includes('"level":40') && l.includes('outcome unknown') && l.includes('"reqId"')), 'a warn line with the request id')
 
   const conflict = await app.inject('/conflict')
   t.equal(assertErrorShape(t, conflict, 409).message, 'A different plant is already stored with id 1')

@@ -2,13 +2,13 @@ import t, { type Test } from 'tap'
 import type { AddressInfo } from 'node:net'
 import Fastify from 'fastify'
 import { buildApp } from '../../src/app.js'
-import { connectionLimits, MAX_HEADER_BYTES, serverTimeouts } from '../../plugins/http-edge/timeouts.js'
+import { MAX_HEADER_BYTES, serverOptions, serverTimeouts } from '../../plugins/http-edge/server-options.js'
 import { assertErrorShape, createTestDatabase, testConfig, TOKEN } from '../helper.js'
 import { parseRawResponse, rawExchange, type Chunk } from '../support/http.js'
 
 // What a client can do to the server below the API: oversized and too many
 // headers, and slow clients that would hold connections open. Node's own
-// limits answer these (src/app.ts serverOptions sets them deliberately);
+// limits answer these (serverOptions sets them deliberately);
 // here they are shortened so the test sees them act.
 const TIMEOUTS = { headersTimeoutMs: 1000, requestTimeoutMs: 2000, keepAliveTimeoutMs: 1000, checkIntervalMs: 200 }
 // Scheduling slack on a busy 2-core machine.
@@ -115,8 +115,7 @@ t.test('HTTP limits over a real socket', async (t) => {
 })
 
 t.test('the production limits reach the Node server', async (t) => {
-  const timeouts = serverTimeouts({ dbTimeoutMs: 5000 })
-  const app = Fastify(connectionLimits(timeouts))
+  const app = Fastify(serverOptions({ ...testConfig({ kind: 'pglite', dataDir: 'memory://' }), dbTimeoutMs: 5000 }))
   t.teardown(() => app.close())
   await app.listen({ port: 0, host: '127.0.0.1' })
   const server = app.server as typeof app.server & { headersTimeout: number, requestTimeout: number, keepAliveTimeout: number, timeout: number, maxHeaderSize?: number }

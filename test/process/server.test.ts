@@ -2,7 +2,8 @@ import t, { type Test } from 'tap'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { freePort, stageRuntime, startBuiltServer, type ServerProcess } from '../support/processes.js'
+import { createServer, type AddressInfo } from 'node:net'
+import { freePort, jsonLines, stageRuntime, startBuiltServer, type ServerProcess } from '../support/processes.js'
 
 const TOKEN = 'process-test-token'
 const create = async (url: string, body: unknown, token = TOKEN) => {
@@ -75,4 +76,16 @@ t.test('a bad setting stops start-up with one line naming the variable', async (
     t.equal(lines.length, 1, `${name}: one line`)
     t.match(lines[0], new RegExp(`^plant-store: ${name}: `))
   }
+})
+
+t.test('a fatal exit writes its log lines first: the port is taken', async (t) => {
+  const taken = createServer()
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { taken.close() })
+  const { port } = taken.address() as AddressInfo
+  const server = startBuiltServer(t, runtime, { LOG_LEVEL: 'info', HOST: '127.0.0.1', PORT: String(port), API_TOKENS: TOKEN, PGLITE_DATA_DIR: 'memory://' })
+  t.same(await server.exited, { code: 1, signal: null }, 'exits 1')
+  const { lines, other } = jsonLines(server.stdout())
+  t.same(other, [], 'JSON log lines only')
+  t.match(lines.at(-1), { level: 60, msg: 'cannot listen', err: { code: 'EADDRINUSE' } }, 'the fatal line is the last one written')
 })

@@ -31,21 +31,22 @@ export async function request (
 }
 
 export interface RawExchange {
-  // Everything the server sent before it closed the connection.
+  // Everything the server sent before it ended the connection.
   response: string
-  // How long until the server closed the connection.
+  // How long until the server ended the connection.
   elapsedMs: number
+  // The server ended the connection (its FIN, or a close).
   closedByServer: boolean
 }
 
 export interface Chunk { delayMs?: number, data: string | Buffer }
 
 // Sends raw bytes, each chunk after the delay before it, and collects what
-// comes back until the server closes the connection (or limitMs passes).
+// comes back until the server ends the connection (or limitMs passes).
 // Sending stops once the server closes, and unless keepSending, once it
-// answers, as a real client's would. A halfOpen client goes on sending after
-// the server's FIN, as a careless or hostile one does: only a server that
-// stopped reading and closed its socket makes its writes fail.
+// answers, as a real client's would. A halfOpen client sends the rest of its
+// chunks after the server's FIN too, as a careless or hostile one does: the
+// server discards them (a lingering close).
 export async function rawExchange (port: number, chunks: Chunk[], limitMs: number, keepSending = false, halfOpen = false): Promise<RawExchange> {
   const socket = net.connect({ host: '127.0.0.1', port, allowHalfOpen: halfOpen })
   await new Promise<void>((resolve, reject) => {
@@ -57,12 +58,16 @@ export async function rawExchange (port: number, chunks: Chunk[], limitMs: numbe
   let closed = false
   const done = new Promise<boolean>((resolve) => {
     const limit = setTimeout(() => resolve(false), limitMs)
-    socket.on('data', (c: Buffer) => received.push(c))
-    socket.on('error', () => {})
-    socket.on('close', () => {
-      closed = true
+    const ended = (): void => {
       clearTimeout(limit)
       resolve(true)
+    }
+    socket.on('data', (c: Buffer) => received.push(c))
+    socket.on('error', () => {})
+    socket.on('end', ended)
+    socket.on('close', () => {
+      closed = true
+      ended()
     })
   })
   const send = async (): Promise<void> => {
@@ -72,9 +77,10 @@ export async function rawExchange (port: number, chunks: Chunk[], limitMs: numbe
       socket.write(data)
     }
   }
-  send().catch(() => {})
+  const sending = send().catch(() => {})
   const closedByServer = await done
   const elapsedMs = Date.now() - start
+  if (halfOpen) await sending
   socket.destroy()
   return { response: Buffer.concat(received).toString('latin1'), elapsedMs, closedByServer }
 }

@@ -1,6 +1,11 @@
 import type { Server } from 'node:http'
-import type { FastifyHttpOptions } from 'fastify'
+import type { FastifyHttpOptions, FastifyServerOptions } from 'fastify'
 import type { Config } from '../../src/config.js'
+import { frameworkErrorHandler } from '../error-answers.js'
+import { childLoggerWithTraceId } from '../telemetry/trace-id.js'
+import { AccessLog } from '../logging/access-log.js'
+import { clientErrorHandler } from './http-rules.js'
+import { genReqId } from '../logging/request-id.js'
 
 // How long one client may hold a connection. Node checks the header and
 // request deadlines every checkIntervalMs, so a slow client is cut off at
@@ -39,21 +44,46 @@ export function serverTimeouts (config: Pick<Config, 'dbTimeoutMs'>, overrides: 
 // Node's default, stated: a header block larger than this gets 431.
 export const MAX_HEADER_BYTES = 16 * 1024
 
-// The server options that bound slow and oversized clients. Fastify sets
-// requestTimeout, keepAliveTimeout and connectionTimeout on the server
-// itself; headersTimeout, the check interval and the header size reach Node
-// only through the `http` options it passes to http.createServer.
-export function connectionLimits (t: ServerTimeouts): Pick<FastifyHttpOptions<Server>, 'http' | 'requestTimeout' | 'keepAliveTimeout' | 'connectionTimeout'> {
+export interface ServerOptionsOverrides {
+  logger?: FastifyServerOptions['logger']
+  // Tests shorten these to watch slow clients being cut off.
+  timeouts?: Partial<ServerTimeouts>
+}
+
+// The Fastify options that must be fixed when the instance is created.
+export function serverOptions (config: Config, { logger = false, timeouts }: ServerOptionsOverrides = {}): FastifyHttpOptions<Server> {
+  const t = serverTimeouts(config, timeouts)
   return {
+    logger,
+    // One access line per answer, in place of Fastify's two request lines.
+    logController: new AccessLog(),
+    bodyLimit: config.bodyLimit,
+    genReqId,
+    requestIdHeader: false,
+    // A caller's traceparent puts trace_id on every log line of its request.
+    childLoggerFactory: childLoggerWithTraceId,
+    // Malformed HTTP and errors raised before routing, in the Error shape.
+    clientErrorHandler,
+    frameworkErrors: frameworkErrorHandler,
+    // Fastify sets these three on the server itself; the rest reach Node only
+    // through the options it passes to http.createServer.
+    requestTimeout: t.requestTimeoutMs,
+    keepAliveTimeout: t.keepAliveTimeoutMs,
+    connectionTimeout: t.connectionTimeoutMs,
     http: {
       headersTimeout: t.headersTimeoutMs,
       requestTimeout: t.requestTimeoutMs,
       keepAliveTimeout: t.keepAliveTimeoutMs,
       connectionsCheckingInterval: t.checkIntervalMs,
-      maxHeaderSize: MAX_HEADER_BYTES
+      maxHeaderSize: MAX_HEADER_BYTES,
+      // Node's Host check answers with an empty body: requireHostHeader does it.
+      requireHostHeader: false
     },
-    requestTimeout: t.requestTimeoutMs,
-    keepAliveTimeout: t.keepAliveTimeoutMs,
-    connectionTimeout: t.connectionTimeoutMs
+    // Opening embedded PGlite compiles WebAssembly and runs initdb: seconds, not ms.
+    pluginTimeout: 60_000,
+    // Fastify's own 503 during close has a body outside the contract:
+    // refuseWhileClosing answers instead.
+    return503OnClosing: false,
+    forceCloseConnections: 'idle'
   }
 }

@@ -1,6 +1,7 @@
 import { STATUS_CODES } from 'node:http'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
-import type { ErrorBody } from '../../src/schemas.js'
+import type { ErrorBody } from '../src/schemas.js'
+import { noteOutcome } from './logging/access-log.js'
 
 // The Error body, its content type, the headers every answer carries and
 // the Retry-After delays. Every error
@@ -19,7 +20,7 @@ export function everyAnswerHeaders (reqId: string): Record<string, string> {
   return { 'x-request-id': reqId, 'x-content-type-options': 'nosniff' }
 }
 
-// Seconds a client should wait before retrying a 503, by why it was refused.
+// Seconds a client should wait before retrying a 503 (or replaying a 504), by why.
 // A database that is down or slow needs a while; a shutting-down instance
 // is replaced at once (another instance, or this one restarted, answers).
 export const RETRY_AFTER_SECONDS = {
@@ -80,8 +81,15 @@ export function errorHandler (err: FastifyError, request: FastifyRequest, reply:
   let retryAfter: number | undefined
   if (status === 503) {
     request.log.warn({ err }, 'service unavailable')
-    retryAfter = RETRY_AFTER_SECONDS.databaseUnavailable
+    retryAfter = (chosen ? err.retryAfterSeconds : undefined) ?? RETRY_AFTER_SECONDS.databaseUnavailable
     if (!chosen) message = 'The database is unavailable; retry later'
+  } else if (status === 504) {
+    // A write sent and not confirmed (src/store/store-errors.ts): it may
+    // still commit, so the caller is told to replay, never "nothing stored".
+    request.log.warn({ err }, 'outcome unknown')
+    noteOutcome(request, 'unknown')
+    retryAfter = RETRY_AFTER_SECONDS.databaseUnavailable
+    if (!chosen) message = 'The database did not confirm the write in time: outcome unknown; replaying this create tells'
   } else if (status >= 500) {
     request.log.error({ err }, 'request failed')
     if (!chosen) message = STATUS_CODES[status] ?? 'Internal Server Error'
@@ -100,7 +108,7 @@ export function frameworkErrorHandler (err: FastifyError, request: FastifyReques
 }
 
 // No route for this method and path: 405 with Allow when the path has
-// routes for other methods (`allowed`, from routeFirst in edge-checks.ts), else 404.
+// routes for other methods (`allowed`, from http-edge/route-first.ts), else 404.
 export function notFoundHandler (request: FastifyRequest, reply: FastifyReply, allowed?: readonly string[]): void {
   if (allowed !== undefined && allowed.length > 0) {
     const path = request.url.split('?')[0] ?? ''
