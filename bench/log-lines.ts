@@ -7,27 +7,24 @@
 //                route's "plant create", each a synchronous write
 //   one-sync     the access line alone, a synchronous write
 //   one-async    the access line, pino's asynchronous destination, each
-//                line handed to it as it is logged
-//   one-turn     the access line, the service's destination (LogDestination):
-//                under load, the lines of up to 10 ms handed to pino's
-//                asynchronous destination at once (now)
+//                line handed to it as it is logged (now)
 //   warn         LOG_LEVEL=warn: the request's pino child, no line written
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
-import { flushLog, LOG_MIN_LENGTH, LogDestination, loggerOptions } from '../src/logger.js'
+import { flushLog, loggerOptions } from '../plugins/logging/logger.js'
 
 const requests = Number(process.argv[2] ?? 200_000)
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-log-lines-'))
 
 type SonicBoom = ReturnType<typeof pino.destination>
-type Write = 'sync' | 'async' | 'turn'
+type Write = 'sync' | 'async'
 const destination = (name: string, write: Write): SonicBoom => write === 'sync'
   ? pino.destination({ dest: join(dir, name), sync: true })
-  : pino.destination({ dest: join(dir, name), sync: false, minLength: LOG_MIN_LENGTH })
+  : pino.destination({ dest: join(dir, name), sync: false, minLength: 1 })
 
-function logger (level: string, stream: SonicBoom | LogDestination): pino.Logger {
+function logger (level: string, stream: SonicBoom): pino.Logger {
   const options = loggerOptions({ logLevel: level as 'info', production: true }) as pino.LoggerOptions
   return pino({ ...options, level }, stream)
 }
@@ -49,10 +46,9 @@ const ways: Record<string, { level: string, write: Write, line: (parent: pino.Lo
   },
   'one-sync': { level: 'info', write: 'sync', line: (parent, n) => parent.child({ reqId: reqId(n) }).info(access(n), 'request') },
   'one-async': { level: 'info', write: 'async', line: (parent, n) => parent.child({ reqId: reqId(n) }).info(access(n), 'request') },
-  'one-turn': { level: 'info', write: 'turn', line: (parent, n) => parent.child({ reqId: reqId(n) }).info(access(n), 'request') },
   warn: {
     level: 'warn',
-    write: 'turn',
+    write: 'async',
     line: (parent, n) => parent.child({ reqId: reqId(n) }).info(access(n), 'request')
   }
 }
@@ -61,8 +57,7 @@ async function measure (name: string): Promise<number> {
   const way = ways[name] as (typeof ways)[string]
   const sonic = destination(name, way.write)
   await new Promise((resolve) => sonic.once('ready', resolve))
-  const stream = way.write === 'turn' ? new LogDestination(sonic) : sonic
-  const log = logger(way.level, stream)
+  const log = logger(way.level, sonic)
   // Batches of a few hundred lines per turn of the event loop, as under load,
   // so the asynchronous writes can complete between them.
   const started = process.cpuUsage()
@@ -70,7 +65,7 @@ async function measure (name: string): Promise<number> {
     way.line(log, n)
     if (n % 256 === 255) await new Promise((resolve) => setImmediate(resolve))
   }
-  await flushLog(stream)
+  await flushLog(sonic)
   const used = process.cpuUsage(started)
   sonic.end()
   return (used.user + used.system) / requests

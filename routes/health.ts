@@ -1,21 +1,22 @@
 import fp from 'fastify-plugin'
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ErrorBody } from '../src/schemas.js'
-import { RETRY_AFTER_SECONDS, sendError } from '../plugins/http-edge/error-answers.js'
+import { RETRY_AFTER_SECONDS, sendError } from '../plugins/error-answers.js'
 
 const Status = Type.Object({ status: Type.String() })
 
-const PROBES = new Set(['/health/live', '/health/ready'])
 // Engines and balancers probe every few seconds per replica: at info their
 // access lines would bury the requests that matter, so they log at debug
-// (plugins/http-edge/access-log.ts).
-export const isProbeRoute = (route: string | undefined): boolean => route !== undefined && PROBES.has(route)
+// (plugins/logging/access-log.ts).
+const config = { accessLogLevel: 'debug' } as const
 
 // Public probes for orchestrators: live while the process runs, ready while
-// the schema is migrated and the database accepts writes (a standby or a
-// read-only database is not ready), answered within a probe's second.
+// the schema is migrated and a write can commit now (a probe transaction
+// commits: a standby, a read-only or frozen database, a stalled synchronous
+// standby, a full disk are not ready), answered within a probe's second.
 const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/health/live', {
+    config,
     schema: { hide: true, response: { 200: Status } }
   }, async () => ({ status: 'ok' }))
 
@@ -23,6 +24,7 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   // log line reports), answered directly rather than thrown: no error log,
   // no stack trace every few seconds.
   fastify.get('/health/ready', {
+    config,
     schema: { hide: true, response: { 200: Status, 503: Type.Ref(ErrorBody) } }
   }, async (request, reply) => {
     if (await fastify.plants.isReady()) return { status: 'ready' }

@@ -2,7 +2,6 @@ import type { IncomingMessage } from 'node:http'
 import { isSpanContextValid } from '@opentelemetry/api'
 import { parseTraceParent } from '@opentelemetry/core'
 import type { FastifyRequest, FastifyReply, FastifyServerOptions } from 'fastify'
-import { RequestLogger } from '../../src/logger.js'
 
 // The trace id of a request, as a log field: every log line of a request
 // that arrived with a valid W3C traceparent carries `trace_id`, whether or
@@ -18,19 +17,11 @@ export function traceIdOf (header: string | string[] | undefined): string | unde
   return parent !== null && isSpanContextValid(parent) ? parent.traceId : undefined
 }
 
-// Fastify's childLoggerFactory: the request's logger (src/logger.ts), with
-// trace_id bound when the caller sent one. A route with logger options of
-// its own gets pino's child at once.
+// Fastify's childLoggerFactory: the request's pino child, with trace_id
+// bound when the caller sent one.
 export const childLoggerWithTraceId: NonNullable<FastifyServerOptions['childLoggerFactory']> = function (logger, bindings, opts, rawReq: IncomingMessage) {
   const traceId = traceIdOf(rawReq.headers.traceparent)
-  const all = traceId === undefined ? bindings : { ...bindings, [TRACE_ID_FIELD]: traceId }
-  return hasOptions(opts as Record<string, unknown>) ? logger.child(all, opts) : new RequestLogger(logger, all)
-}
-
-// Fastify passes an object, empty unless the route sets options.
-function hasOptions (opts: Record<string, unknown>): boolean {
-  for (const key in opts) if (opts[key] !== undefined) return true
-  return false
+  return logger.child(traceId === undefined ? bindings : { ...bindings, [TRACE_ID_FIELD]: traceId }, opts)
 }
 
 // The request started a trace of its own (no traceparent came): its log

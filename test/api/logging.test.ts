@@ -1,12 +1,15 @@
 import t from 'tap'
 import { forEachBackend, buildTestApp, listeningTestApp, postPlant, TOKEN, auth, jsonHeaders } from '../helper.js'
 import { parseRawResponse, rawExchange } from '../support/http.js'
-import pino from 'pino'
-import { loggerOptions } from '../../src/logger.js'
+import Fastify from 'fastify'
+import { loggerOptions } from '../../plugins/logging/logger.js'
+import { ACCESS_LINE, AccessLog, declareAccessLogFields, noteCaller, noteOutcome } from '../../plugins/logging/access-log.js'
+import { childLoggerWithTraceId } from '../../plugins/telemetry/trace-id.js'
+import { staticCallerName } from '../../plugins/auth.js'
 
 type Line = Record<string, unknown>
 
-// The service's own logger settings (src/logger.ts), into memory.
+// The service's own logger settings (plugins/logging/logger.ts), into memory.
 function capture (logLevel: 'info' | 'trace'): { logger: object, lines: Line[], raw: string[] } {
   const raw: string[] = []
   const lines: Line[] = []
@@ -36,8 +39,9 @@ forEachBackend(t, 'one access line per request at info', async (t, backend) => {
     t.equal(access(id).length, 1, `${id}: exactly one access line`)
   }
   const created = access('create-1')[0] as Line
-  t.same(Object.keys(created).sort(), [...ACCESS_FIELDS, 'outcome'].sort(), 'the access line holds these fields and no others')
-  t.match(created, { level: 30, method: 'POST', route: '/plants', status: 200, outcome: 'created' })
+  t.same(Object.keys(created).sort(), [...ACCESS_FIELDS, 'caller', 'outcome'].sort(), 'the access line holds these fields and no others')
+  t.match(created, { level: 30, method: 'POST', route: '/plants', status: 200, caller: staticCallerName(TOKEN), outcome: 'created' })
+  t.notOk('caller' in (access('unauth-1')[0] as Line), 'no caller when the token was refused')
   t.ok(typeof created.durationMs === 'number' && created.durationMs >= 0, 'with its duration in ms')
   t.match(access('replay-1')[0], { status: 200, outcome: 'replayed' })
   t.match(access('conflict-1')[0], { status: 409, outcome: 'conflict' })
@@ -53,28 +57,6 @@ forEachBackend(t, 'one access line per request at info', async (t, backend) => {
   t.notOk(raw.some((l) => l.includes(TOKEN)), 'no line holds a token')
   t.notOk(raw.some((l) => /Secret|hidden-tag/.test(l)), 'no line holds plant data')
   t.ok(lines.every((l) => l.msg !== 'request' || typeof l.reqId === 'string'), 'every access line carries the request id')
-})
-
-t.test("a request makes pino's child only when it logs a line of its own", async (t) => {
-  const { logger, lines } = capture('info')
-  const { app } = await buildTestApp(t, 'pglite', { logLevel: 'info' }, logger)
-  const root = app.log as unknown as { child: (...args: unknown[]) => unknown }
-  const child = root.child
-  let children = 0
-  root.child = function (this: unknown, ...args: unknown[]) {
-    children++
-    return child.apply(this, args)
-  }
-  const headers = (id: string): Record<string, string> => ({ ...jsonHeaders(), 'x-request-id': id })
-  // The first access line on a stream checks it against pino's (with a child).
-  t.equal((await postPlant(app, '{"id": 2, "name": "Fern"}', headers('lazy-0'))).statusCode, 200)
-  children = 0
-  t.equal((await postPlant(app, '{"id": 1, "name": "Fern"}', headers('lazy-1'))).statusCode, 200)
-  t.equal(children, 0, 'a create that logs only its access line made no child')
-  t.match(lines.filter((l) => l.reqId === 'lazy-1'), [{ msg: 'request', status: 200, outcome: 'created' }], 'and wrote its access line with its request id')
-  t.equal((await postPlant(app, '{"id": 1, "name": "Other"}', headers('lazy-2'))).statusCode, 409)
-  t.equal(children, 1, 'a conflict, logged as rejected, made one')
-  t.match(lines.filter((l) => l.reqId === 'lazy-2').map((l) => l.msg), ['request rejected', 'request'], 'both of its lines carry its request id')
 })
 
 t.test('probes and everything else at trace: probes at debug, still one access line each', async (t) => {
@@ -101,63 +83,28 @@ t.test('answers given outside Fastify write an access line of the same shape', a
   t.notOk(lines.some((l) => JSON.stringify(l).includes(TOKEN)), 'no token')
 })
 
-// The access line at info is formatted by access-log.ts from pino's own
-// pieces; these pin it to the bytes pino itself writes.
-t.test("the access line is byte for byte pino's own line, and left to pino when its options change it", async (t) => {
+// The bearer hook names the caller and the route notes a create's outcome:
+// both reach the access line through the request's decorators, with the
+// trace id the request's logger carries.
+t.test('the access line carries the caller and the outcome noted on the request', async (t) => {
+  const { logger, lines } = capture('info')
+  const app = Fastify({ logger, logController: new AccessLog(), childLoggerFactory: childLoggerWithTraceId })
+  t.teardown(() => app.close())
+  declareAccessLogFields(app)
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (request.headers['x-caller'] === 'yes') noteCaller(request, 'inventory-sync')
+    done()
+  })
+  app.post('/plants', async (request) => {
+    noteOutcome(request, 'created')
+    return {}
+  })
   const traceparent = '00-4bf92f3577b34da6a3ce929d0e4736aa-00f067aa0ba902b7-01'
-  const send = async (app: Awaited<ReturnType<typeof buildTestApp>>['app'], reqId: string): Promise<void> => {
-    const res = await postPlant(app, '{"id": 7, "name": "Fern"}', { ...jsonHeaders(), 'x-request-id': reqId, traceparent })
-    t.equal(res.statusCode, 200)
-  }
-  const { logger, raw } = capture('info')
-  const { app } = await buildTestApp(t, 'pglite', { logLevel: 'info' }, logger)
-  // The first line of a stream is also formatted by pino once, to check
-  // that both give the same bytes.
-  await send(app, 'warm-1')
-  const formattedByPino = countPinoFormatting(app.log)
-  await send(app, 'direct-1')
-  t.same(formattedByPino(), [], 'the access line did not go through pino\'s formatter')
-  const direct = raw.filter((l) => l.includes('"reqId":"direct-1"'))
-  t.equal(direct.length, 1, 'one line')
-  const line = direct[0] as string
-  const parsed = JSON.parse(line) as Line
-  t.equal(parsed.trace_id, '4bf92f3577b34da6a3ce929d0e4736aa', 'the trace id, from the request logger')
-  // What pino writes for the same fields, through the same request logger.
-  const pinoLine: string[] = []
-  const requestLog = app.log.child({ reqId: 'direct-1', trace_id: parsed.trace_id }) as unknown as Record<symbol, unknown> & { info: (o: object, m: string) => void }
-  const probe = Object.create(requestLog, {
-    [pino.symbols.streamSym]: { value: { write: (l: string) => pinoLine.push(l) } },
-    [pino.symbols.timeSym]: { value: () => `,"time":${String(parsed.time)}` }
-  }) as typeof requestLog
-  probe.info({ method: parsed.method, route: parsed.route, status: parsed.status, durationMs: parsed.durationMs, outcome: parsed.outcome }, 'request')
-  t.equal(line, pinoLine[0], 'the same bytes as pino')
-
-  // Loggers whose options change pino's line: pino writes it.
-  const changes: Array<[string, object]> = [
-    ['formatters', { formatters: { log: (o: object) => ({ ...o, zone: 'a' }) } }],
-    ['a mixin', { mixin: () => ({ zone: 'a' }) }]
-  ]
-  for (const [what, option] of changes) {
-    const other = capture('info')
-    const built = await buildTestApp(t, 'pglite', { logLevel: 'info' }, { ...other.logger, ...option })
-    await send(built.app, 'warm-1')
-    const viaPinoFormatter = countPinoFormatting(built.app.log)
-    await send(built.app, 'changed-1')
-    const lines = other.lines.filter((l) => l.reqId === 'changed-1' && l.msg === 'request')
-    t.match(lines, [{ zone: 'a', method: 'POST', status: 200, outcome: 'replayed' }], `${what}: the field it adds is there`)
-    t.same(viaPinoFormatter(), ['request'], `${what}: pino formatted the access line`)
-  }
+  await app.inject({ method: 'POST', url: '/plants', headers: { 'x-caller': 'yes', traceparent } })
+  await app.inject({ method: 'POST', url: '/plants' })
+  t.match(lines.filter((l) => l.msg === ACCESS_LINE), [
+    { level: 30, route: '/plants', status: 200, caller: 'inventory-sync', outcome: 'created', trace_id: '4bf92f3577b34da6a3ce929d0e4736aa' },
+    { level: 30, route: '/plants', status: 200, outcome: 'created' }
+  ])
+  t.notOk('caller' in (lines.filter((l) => l.msg === ACCESS_LINE)[1] as Line), 'no caller field when none was noted')
 })
-
-// The messages of the lines pino's own formatter formats from now on, for
-// every logger made from `root` (its children find it through the root).
-function countPinoFormatting (root: object): () => string[] {
-  const logger = root as Record<symbol, unknown>
-  const asJson = logger[pino.symbols.asJsonSym] as (this: unknown, obj: object, msg: unknown, ...rest: unknown[]) => string
-  const messages: string[] = []
-  logger[pino.symbols.asJsonSym] = function (this: unknown, obj: object, msg: unknown, ...rest: unknown[]) {
-    if (msg === 'request') messages.push(msg)
-    return asJson.call(this, obj, msg, ...rest)
-  }
-  return () => messages
-}

@@ -1,0 +1,62 @@
+import { createRequire } from 'node:module'
+import type { FastifyServerOptions } from 'fastify'
+import pino from 'pino'
+import type { Config } from '../../src/config.js'
+import { serializeError } from './error-serializer.js'
+
+export type LogDestination = ReturnType<typeof pino.destination>
+
+// stdout, written asynchronously so a request never waits on a write.
+// minLength 1 writes each line as soon as no write is in flight, and makes
+// flush(cb) wait for the lines handed over (sonic-boom's flush does nothing
+// when minLength is 0). pino flushes what is left synchronously when the
+// process exits.
+export function logDestination (): LogDestination {
+  return pino.destination({ dest: 1, sync: false, minLength: 1 })
+}
+
+// Resolves once every line given to `destination` has been written, or
+// after boundMs (stdout blocked by a reader that stopped), so that a way
+// out of the process is not held up for long by its logs.
+export async function flushLog (destination: Pick<LogDestination, 'flush'>, boundMs = 2_000): Promise<void> {
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, boundMs)
+    // Called back with an error too: fsync of a pipe fails (EINVAL) after
+    // the write, and the lines are out.
+    destination.flush(() => { clearTimeout(timer); resolve() })
+  })
+}
+
+// pino JSON lines, each with the request id (Fastify's reqId). The token
+// never reaches a log line: Fastify does not log headers, and should a
+// serializer ever include them, redaction removes it.
+export function loggerOptions (config: Pick<Config, 'logLevel' | 'production'>, destination?: LogDestination): FastifyServerOptions['logger'] {
+  const options: Exclude<FastifyServerOptions['logger'], boolean | undefined> = {
+    level: config.logLevel,
+    // Database errors without the plant data they can carry: error-serializer.ts.
+    serializers: { err: serializeError },
+    redact: {
+      // Database errors from PGlite carry the statement's parameters: the
+      // client's plant data stays out of the log like the request body.
+      paths: ['req.headers.authorization', 'headers.authorization', 'request.headers.authorization', 'err.params', 'err.cause.params'],
+      censor: '[redacted]'
+    }
+  }
+  // Pretty lines only for a person at a terminal, and only where the dev
+  // dependency is installed; containers and log shippers get JSON.
+  if (!config.production && process.stdout.isTTY && hasPinoPretty()) {
+    options.transport = { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } }
+  } else if (destination !== undefined) {
+    options.stream = destination
+  }
+  return options
+}
+
+function hasPinoPretty (): boolean {
+  try {
+    createRequire(import.meta.url).resolve('pino-pretty')
+    return true
+  } catch {
+    return false
+  }
+}
