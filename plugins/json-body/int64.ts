@@ -1,9 +1,10 @@
 // The int64 rule for ids, in one place. A JSON number is an id when its
 // exact decimal value is whole and within int64; past 2^53 it must stay
 // exact end to end. Three steps share it:
-//   - the JSON parser (json-parser.ts) decides from the digits what a whole number
+//   - the JSON parser (json-parser.ts) hands each number and its text to
+//     exactNumber below, which decides from the digits what a whole number
 //     is: a number while it is a safe integer, an exact bigint past that,
-//     BEYOND_INT64 past int64 (int64Value below);
+//     BEYOND_INT64 past int64;
 //   - the validator (validation.ts) checks the int64 format on a copy in
 //     which bigints are numbers, because Ajv does not know bigint
 //     (forValidator, int64Format below);
@@ -29,6 +30,39 @@ export function int64Value (negative: boolean, digits: string, zeros: number): n
   if (magnitude <= SAFE_MAX) return negative ? -Number(magnitude) : Number(magnitude)
   return negative ? -magnitude : magnitude
 }
+
+// A JSON number as the body holds it, from JSON.parse's double and the
+// number's text:
+//   whole, safe integer range          -> number (-0 becomes 0)
+//   whole, int64 range but not safe    -> bigint with the exact value
+//   whole, outside int64               -> BEYOND_INT64 / -BEYOND_INT64 (by sign)
+//   not whole, and the double is not whole either -> that double
+//   not whole, but the double rounded to a whole number, 0 or +-Infinity -> NaN
+// NaN is a marker like BEYOND_INT64: the validator refuses it as "must be
+// integer". Numbers that are not ids are never stored or echoed, so the
+// markers never leave the service.
+export function exactNumber (value: number, text: string): number | bigint {
+  // A whole value always rounds to a whole double (or an infinite one), so a
+  // finite double that is not whole is final; a safe integer written without
+  // fraction or exponent is exact.
+  if (Number.isSafeInteger(value) ? !/[.eE]/.test(text) : Number.isFinite(value) && !Number.isInteger(value)) return value + 0
+  const [, sign, whole, fraction = '', exponent = '0'] = NUMBER.exec(text) as RegExpExecArray
+  // value = digits * 10^(exponent - fraction length); loops, not regexes,
+  // trim the zeros, so a long run of them costs its length only.
+  const digits = (whole as string) + fraction
+  let first = 0
+  while (digits.charCodeAt(first) === 0x30) first++
+  if (first === digits.length) return 0 // exactly zero, whatever the sign or exponent
+  let last = digits.length - 1
+  while (digits.charCodeAt(last) === 0x30) last--
+  // Scale of the last nonzero digit (an exponent past a double's range is
+  // +-Infinity, which still compares right): below 0 is a nonzero fraction.
+  const scale = Number(exponent) - fraction.length + (digits.length - 1 - last)
+  if (scale < 0) return NaN
+  return int64Value(sign === '-', digits.slice(first, last + 1), scale)
+}
+
+const NUMBER = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/
 
 // The Ajv format. 2^63 itself passes: the exact bigint INT64_MAX becomes
 // that double in the validator's copy; the parser has checked the range

@@ -1,6 +1,6 @@
 import contentType from 'content-type'
 import type { FastifyRequest } from 'fastify'
-import { HttpError } from '../http-edge/error-answers.js'
+import { HttpError } from '../error-answers.js'
 
 // POST bodies must be JSON in UTF-8; checked before the body is read so a
 // wrong media type costs nothing and answers 415 whether or not a body came.

@@ -45,7 +45,7 @@ function depthOf (value: unknown): number {
 }
 
 t.test('the error type carries a 400 status', async t => {
-  const err = rejection(t, '{', /unexpected end of input/)
+  const err = rejection(t, '{', /^Body is not valid JSON: /)
   t.ok(err instanceof Error)
   t.equal(err?.statusCode, 400)
   t.equal(err?.name, 'JsonBodyError')
@@ -115,6 +115,8 @@ t.test('rule 3: duplicate keys are rejected, whatever their values', async t => 
   t.same(parse('[{"a":1},{"a":1}]'), [{ a: 1 }, { a: 1 }], 'the same key in two objects is fine')
   t.same(parse('{"a":{"a":1}}'), { a: { a: 1 } }, 'the same key at two levels is fine')
   t.same(parse('{"toString":1}'), { toString: 1 }, 'keys of Object.prototype are not duplicates')
+  t.same(parse('{"a:b":1,"c":":","d":"\\":"}'), { 'a:b': 1, c: ':', d: '":' }, 'colons in strings are not members')
+  t.same(parse('{"a\\\\":1,"b":"\\\\"}'), { 'a\\': 1, b: '\\' }, 'a string may end in an escaped backslash')
 
   const key = 'k'.repeat(100_000)
   const err = rejection(t, `{"${key}":1,"${key}":1}`, /^Duplicate key "k{20}…" in object at position 100006$/)
@@ -159,6 +161,7 @@ t.test('rule 5: nesting is iterative and limited to MAX_DEPTH', async t => {
   t.equal(depthOf(objects), MAX_DEPTH, 'exactly MAX_DEPTH objects parse')
   const mixed = parse('[{"a":'.repeat(MAX_DEPTH / 2) + 'null' + '}]'.repeat(MAX_DEPTH / 2))
   t.equal(depthOf(mixed), MAX_DEPTH)
+  t.same(parse('["' + '[{'.repeat(MAX_DEPTH) + '"]'), ['[{'.repeat(MAX_DEPTH)], 'brackets in strings do not nest')
   t.same(parse('[[1,[2]],{"a":[{"b":3}],"c":4},5]'), [[1, [2]], { a: [{ b: 3 }], c: 4 }, 5], 'containers close back to the right parent')
 })
 
@@ -211,7 +214,8 @@ t.test('rule 7: strings and escapes', async t => {
   t.same(parse('{"\\ud800":1,"k\\ty":"v\\n"}'), { '\ud800': 1, 'k\ty': 'v\n' }, 'keys are unescaped too')
   t.equal(parse('"\u007f\u0080\u2028\u2029\ufffd"'), '\u007f\u0080\u2028\u2029\ufffd', 'only characters below U+0020 need escaping')
 
-  // Long strings take the regex and scratch buffer paths; compare with JSON.parse.
+  // Long strings, escaped quotes and backslashes: the counting pass must find
+  // each string's end as JSON.parse does.
   const samples = [
     'x'.repeat(1 << 20),
     'é🌱'.repeat(50_000),
@@ -226,24 +230,38 @@ t.test('rule 7: strings and escapes', async t => {
     assert.deepEqual(parse(json), JSON.parse(json))
     t.pass(`round trip of ${s.length} code units`)
   }
-  rejection(t, '"' + 'x'.repeat(100) + '\n"', /unescaped control character U\+000A in string at position 101$/)
-  rejection(t, '"' + 'x'.repeat(100) + '\\n' + 'y'.repeat(100) + '\u0001"', /unescaped control character U\+0001 in string at position 203$/)
-  rejection(t, '"' + 'x'.repeat(10_000), /unterminated string at position 10001$/)
-  rejection(t, '"' + 'x'.repeat(10_000) + '\\n' + 'x'.repeat(10_000), /unterminated string at position 20003$/)
+  rejection(t, '"' + 'x'.repeat(100) + '\n"', /^Body is not valid JSON: .*position 101\b/)
+  rejection(t, '"' + 'x'.repeat(100) + '\\n' + 'y'.repeat(100) + '\u0001"', /^Body is not valid JSON: .*position 203\b/)
+  rejection(t, '"' + 'x'.repeat(10_000), /^Body is not valid JSON: .*position 10001\b/)
+  rejection(t, '"' + 'x'.repeat(10_000) + '\\n' + 'x'.repeat(10_000), /^Body is not valid JSON: .*position 20003\b/)
 })
 
-t.test('rule 9: errors name the position and never echo much input', async t => {
-  rejection(t, '{"a":1} garbage', /^Body is not valid JSON: unexpected character 'g' at position 8$/)
-  rejection(t, '[1,2', /^Body is not valid JSON: unexpected end of input at position 4$/)
-  rejection(t, '[\u0007]', /unexpected character U\+0007 at position 1$/)
-  rejection(t, '[🌱]', /unexpected character U\+1F331 at position 1$/)
-  rejection(t, '"\\x41"', /^Body is not valid JSON: invalid escape "\\\\x41\\"" at position 1$/)
+t.test('rule 9: errors name the position where JSON.parse gives one, and never echo much input', async t => {
+  rejection(t, '{"a":1} garbage', /^Body is not valid JSON: .*position 8\b/)
+  rejection(t, '[1,2', /^Body is not valid JSON: .*position 4\b/)
+  rejection(t, '[\u0007]', /^Body is not valid JSON: /)
+  rejection(t, '[🌱]', /^Body is not valid JSON: /)
+  rejection(t, '"\\x41"', /^Body is not valid JSON: .*position 2\b/)
   const huge = 'x'.repeat(1_000_000)
   for (const input of [huge, `["${huge}" ${huge}]`, `"\\u${huge}"`, `{"${huge}" ${huge}}`, `"${huge}`]) {
-    const err = rejection(t, input, /position \d+$/)
-    t.ok((err?.message.length ?? Infinity) < 120, `short message: ${err?.message ?? ''}`)
+    const err = rejection(t, input, /^Body is not valid JSON: /)
+    t.ok((err?.message.length ?? Infinity) < 160, `short message: ${err?.message ?? ''}`)
   }
   t.same(parse('{"ok":true}'), { ok: true }, 'the parser recovers after an error')
+})
+
+t.test('rule 10: a key V8 misreads is refused, never altered', async t => {
+  // On Node 24 and 26, once an object whose next key after "rule10" is one
+  // backslash has been parsed, V8 reads a one-character escaped key in that
+  // place as the backslash too; Node 22 reads it right.
+  parse('{"rule10":1,"\\u005c":1}')
+  for (const [text, want] of [['{"rule10":2,"\\u0022":2}', { rule10: 2, '"': 2 }], ['{"rule10":3,"\\u0041":3}', { rule10: 3, A: 3 }]] as const) {
+    try {
+      t.same(parse(text), want, text)
+    } catch (err) {
+      t.equal((err as Error).message, 'Body has an escaped key that could not be read exactly', text)
+    }
+  }
 })
 
 // JSON.parse's result mapped to what parseJsonBody promises for the same
