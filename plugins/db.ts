@@ -6,8 +6,8 @@ import type { Db } from '../src/store/db.js'
 import { openPostgres } from '../src/store/postgres.js'
 import { openPglite } from '../src/store/pglite.js'
 import { migrate } from '../src/store/migrations.js'
-import { DATABASE_MISSING, isUnavailable, sqlState } from '../src/store/unavailable.js'
-import { createPlantStore, type PlantStoreOptions } from '../src/store/plant-store.js'
+import { DATABASE_MISSING, isUnavailable, sqlState } from '../src/store/store-errors.js'
+import { createPlantStore, type WriterOptions } from '../src/store/plant-store.js'
 
 export interface DbPluginOptions {
   config: Pick<Config, 'database' | 'dbTimeoutMs'>
@@ -15,7 +15,7 @@ export interface DbPluginOptions {
   // with backoff while the database is unreachable. Called when a migration
   // fails for a reason waiting will not fix.
   background?: { onFatal: (err: unknown) => void }
-  writer?: PlantStoreOptions['writer']
+  writer?: WriterOptions
 }
 
 declare module 'fastify' {
@@ -37,14 +37,20 @@ async function dbPlugin (fastify: FastifyInstance, opts: DbPluginOptions): Promi
     ? openPostgres({ url: database.url, timeoutMs: dbTimeoutMs, log })
     : await openPglite(database.dataDir)
   let closing = false
-  let migrated = false
+  // Refuses creates and is not ready until the migrations are applied.
+  const plants = createPlantStore(db, {
+    timeoutMs: dbTimeoutMs,
+    migrated: false,
+    log,
+    ...(opts.writer === undefined ? {} : { writer: opts.writer })
+  })
 
   const migrateWithRetry = async (): Promise<void> => {
     let delay = BACKOFF_START_MS
     for (;;) {
       try {
         const { applied, version } = await migrate(db)
-        migrated = true
+        plants.markMigrated()
         log.info({ applied, version, database: db.kind }, applied.length > 0 ? 'migrations applied' : 'schema up to date')
         return
       } catch (err) {
@@ -74,12 +80,7 @@ async function dbPlugin (fastify: FastifyInstance, opts: DbPluginOptions): Promi
   }
 
   fastify.decorate('db', db)
-  fastify.decorate('plants', createPlantStore(db, {
-    timeoutMs: dbTimeoutMs,
-    ready: () => migrated,
-    log,
-    ...(opts.writer === undefined ? {} : { writer: opts.writer })
-  }))
+  fastify.decorate('plants', plants)
 
   fastify.addHook('onClose', async () => {
     closing = true

@@ -29,26 +29,24 @@ export interface Db extends Sql {
   writeBefore<R extends Row = Row>(deadline: number, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]>
   // Runs fn on one connection inside BEGIN … COMMIT (ROLLBACK when it throws).
   transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T>
+  // The readiness probe's statement. PostgreSQL: on a connection of its
+  // own, which a stalled commit keeps until the stall ends (bounded).
+  probe?(text: string): Promise<void>
   close(): Promise<void>
   // PostgreSQL: the pool's connections now (for metrics). PGlite has no pool.
   poolStats?(): PoolStats
+  // PGlite on disk: bytes free on the data directory's file system. A full
+  // disk fails every commit; PostgreSQL's own disk is its operator's.
+  freeBytes?(): Promise<number>
 }
 
 // What a backend's connection offers before the plant store's write rules
 // are added to it (pglite.ts adds them to the embedded thread's).
-export type Connection = Omit<Db, 'writers' | 'writeBefore'>
+export type Connection = Omit<Db, 'writers' | 'writeBefore' | 'freeBytes' | 'probe'>
 
 export interface PoolStats {
   // Connections open, idle among them, and callers waiting for one.
   total: number
   idle: number
   waiting: number
-}
-
-// pg returns int8 as a string, PGlite as a number or a bigint: every id read
-// back from the database goes through here.
-export function toId (value: unknown): bigint {
-  if (typeof value === 'bigint') return value
-  if (typeof value === 'string' || (typeof value === 'number' && Number.isSafeInteger(value))) return BigInt(value)
-  throw new TypeError(`not an int8 value: ${typeof value}`)
 }

@@ -3,7 +3,7 @@ import { setImmediate } from 'node:timers/promises'
 import { extname } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Connection, Row, Sql } from './db.js'
-import { asStoreError, StoreUnavailableError } from './unavailable.js'
+import { asStoreError, StoreUnavailableError } from './store-errors.js'
 import { errorFromData, type PgliteThreadData, type Reply, type Request, type Started } from './pglite-protocol.js'
 
 // The thread's file beside this one: .js once compiled to dist/, .ts under

@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs'
+import { statfs } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Connection, Db, QueryOptions, Row } from './db.js'
-import { StoreUnavailableError } from './unavailable.js'
+import { sentWriteError, StoreUnavailableError } from './store-errors.js'
 import { makeWritableDirectory } from '../directory.js'
 import { lockDataDir } from './data-dir-lock.js'
 import { pgliteOverThread, startPgliteThread } from './pglite-worker.js'
@@ -52,14 +53,22 @@ export async function openPglite (dataDir: string): Promise<Db> {
     // PGlite cannot cancel a statement (WebAssembly has no timer signal), so
     // a write runs in a transaction that is rolled back when it ends past
     // its deadline; the writer's byte bound per batch keeps that overrun
-    // short.
+    // short. Only the COMMIT can leave the outcome unknown: a thread that
+    // dies after it was sent may have written it (sentWriteError).
     async writeBefore<R extends Row = Row> (deadline: number, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]> {
-      return await db.transaction(async (tx) => {
-        const written = await tx.query<R>(text, params, options)
-        if (performance.now() > deadline) throw new StoreUnavailableError('writing the batch passed its deadline; rolled back')
-        return written
-      })
+      let committing = false
+      try {
+        return await db.transaction(async (tx) => {
+          const written = await tx.query<R>(text, params, options)
+          if (performance.now() > deadline) throw new StoreUnavailableError('writing the batch passed its deadline; rolled back')
+          committing = true
+          return written
+        })
+      } catch (err) {
+        throw committing ? sentWriteError(err) : err
+      }
     },
+    ...(inMemory ? {} : { freeBytes: async () => await statfs(dataDir).then((s) => s.bavail * s.bsize) }),
     async close () {
       try {
         await db.close()

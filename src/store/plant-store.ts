@@ -1,35 +1,73 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { Db } from './db.js'
-import { StoreUnavailableError, withDeadline } from './unavailable.js'
-import type { CreateOutcome, PlantRecord } from './plant-record.js'
+import { asStoreError, isTransient, isUnavailable, OutcomeUnknownError, StoreUnavailableError, withDeadline } from './store-errors.js'
 import { createWriteQueue, type Pending } from './write-queue.js'
-import { writeBatch } from './batch-write.js'
-
-export type { CreateOutcome, PlantRecord } from './plant-record.js'
 
 // The plant store answers every create: created, replayed (the same plant
-// was already stored), conflict (a different one was), or unavailable (a
-// StoreUnavailableError, answered 503: not migrated yet, the database is
-// down or too slow, too many creates waiting).
+// was already stored), conflict (a different one was), unavailable (a
+// StoreUnavailableError, 503: nothing stored; not migrated yet, the
+// database is down, refused or too slow, too many creates waiting), or
+// unknown (an OutcomeUnknownError, 504: the write was sent and not
+// confirmed in time).
 //
 // Every create is an INSERT that must reach the database before it is
 // answered. One statement per request makes the database round trip the
 // limit; gathering the creates that arrive while a write is in flight into
-// one statement makes the machine the limit instead: the batching writer,
-// a queue (write-queue.ts) feeding one write per batch (batch-write.ts).
+// one statement makes the machine the limit instead: a queue
+// (write-queue.ts) decides when a batch goes, and this file writes it and
+// tells each create what the database did with its row.
+
+// A plant as the store keeps it: the exact int64 id, tag absent as undefined.
+export interface PlantRecord {
+  id: bigint
+  name: string
+  tag?: string
+}
+
+// created: stored now; replayed: the same plant was already stored;
+// conflict: a different plant was (nothing overwritten).
+export type CreateOutcome =
+  | { kind: 'created', plant: PlantRecord }
+  | { kind: 'replayed', plant: PlantRecord }
+  | { kind: 'conflict', plant: PlantRecord }
+
+// What a create was told: an outcome, or "unknown" (504).
+export type AnswerKind = CreateOutcome['kind'] | 'unknown'
 
 export interface PlantStoreOptions {
   // DB_TIMEOUT_MS: how long a create may wait for a writer, and how long
-  // one batch may take to write, retries included (see the batching
-  // writer). The readiness check is held to the shorter READY_TIMEOUT_MS.
-  timeoutMs: number
-  // True once the migrations are applied; until then creates are refused.
-  ready: () => boolean
+  // one batch may take to write, retries included (see writeBatch). The
+  // readiness check is held to the shorter READY_TIMEOUT_MS. Unset: no
+  // deadline.
+  timeoutMs?: number
+  // Whether the migrations are applied already (default true); until they
+  // are (markMigrated), creates are refused and the store is not ready.
+  migrated?: boolean
   // Where a failed readiness check is logged.
   log?: Pick<FastifyBaseLogger, 'debug'>
   // Batch size, queue bound and writers in flight; defaults suit production.
-  writer?: BatchWriterOptions
+  writer?: WriterOptions
 }
+
+export interface WriterOptions {
+  // Rows written by one statement at most.
+  maxBatch?: number
+  // Creates waiting for a writer at most; past it create() refuses with
+  // StoreUnavailableError (503).
+  maxQueue?: number
+  // Batches in flight at once; the backend's own number (Db.writers) by
+  // default.
+  concurrency?: number
+  // Characters of names and tags written by one statement at most: a
+  // batch of large plants must still fit in its deadline.
+  maxBatchBytes?: number
+}
+
+// Under a usual load batches stay far below the row bound, so it only
+// matters for bursts (bench/RESULTS.md).
+export const DEFAULT_MAX_BATCH = 256
+export const DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024
+export const DEFAULT_MAX_QUEUE = 10_000
 
 // What the store tells whoever watches it (metrics, tracing) without knowing
 // who: every method is optional and runs synchronously on the create path,
@@ -43,8 +81,8 @@ export interface StoreObserver {
   // the ids already stored) starts or ends; failure is what failed it.
   batchStarted?(batch: WriteBatch): void
   batchFinished?(batch: WriteBatch, failure: unknown): void
-  // What the database did with one create, which is what its caller is told.
-  answered?(kind: CreateOutcome['kind']): void
+  // What one create was told: what the database did with it, or unknown.
+  answered?(kind: AnswerKind): void
 }
 
 export interface WriteBatch {
@@ -59,91 +97,11 @@ export interface WriterStats {
   inFlight: number
 }
 
-export function createPlantStore (db: Db, { timeoutMs, ready, log, writer: writerOptions }: PlantStoreOptions) {
-  const writer = createBatchWriter(db, { ...writerOptions, timeoutMs })
-  return {
-    observe: writer.observe,
-    stats: writer.stats,
-    // Whether the migrations are applied: the readiness probe says why it is not ready.
-    isMigrated: ready,
-    // Stores a new plant, or recognises a retry of the same plant, or
-    // refuses one that would overwrite a different plant. Resolves only once
-    // the row is committed; rejects only when it was not written. Waits at
-    // most DB_TIMEOUT_MS for a writer; the write is then bounded by the
-    // database (see writeBatch). Not async: one promise per create, the
-    // writer's.
-    create (plant: PlantRecord): Promise<CreateOutcome> {
-      if (!ready()) return Promise.reject(new StoreUnavailableError('The database is not ready yet'))
-      return writer.create(plant)
-    },
-    // Migrations are applied and the database accepts writes, answered
-    // within a probe's timeout.
-    async isReady (): Promise<boolean> {
-      if (!ready()) return false
-      try {
-        await withDeadline(db.query(writableSql), Math.min(timeoutMs, READY_TIMEOUT_MS), 'readiness check')
-        return true
-      } catch (err) {
-        // Asked by every probe: at debug. An outage shows at warn where it
-        // matters, in the creates it refuses and the migration retries.
-        log?.debug({ err }, 'readiness check failed')
-        return false
-      }
-    }
-  }
-}
-
-export type PlantStore = ReturnType<typeof createPlantStore>
-
-// Orchestrators and balancers give a probe 1 s by default: the check ends
-// before that, however long DB_TIMEOUT_MS is (it is set long to ride out a
-// failover) and however the database hangs.
-const READY_TIMEOUT_MS = 800
-
-// Ready means writable: a standby answers SELECT 1 and refuses every write.
-// Not writable raises the error a write would get (25006), so the check
-// fails and the pool drops the connection, as it drops every connection a
-// statement failed on: a session that started read-only (a database set
-// read-only, then writable again) is never handed to a create.
-const writableSql =
-  'DO $$ BEGIN IF pg_is_in_recovery() OR current_setting(\'transaction_read_only\')::boolean THEN ' +
-  'RAISE EXCEPTION \'the database does not accept writes\' USING ERRCODE = \'read_only_sql_transaction\'; END IF; END $$'
-
-export interface BatchWriterOptions {
-  // Rows written by one statement at most.
-  maxBatch?: number
-  // Creates waiting for a writer at most; past it create() refuses with
-  // StoreUnavailableError (503).
-  maxQueue?: number
-  // Batches in flight at once; the backend's own number (Db.writers) by
-  // default.
-  concurrency?: number
-  // Characters of names and tags written by one statement at most: a
-  // batch of large plants must still fit in its deadline.
-  maxBatchBytes?: number
-  // DB_TIMEOUT_MS: how long a create may wait in the queue, and how long a
-  // batch has from its take (see batch-write.ts). Unset: no deadline.
-  timeoutMs?: number
-}
-
-// Under a usual load batches stay far below the row bound, so it only
-// matters for bursts (bench/RESULTS.md).
-export const DEFAULT_MAX_BATCH = 256
-export const DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024
-export const DEFAULT_MAX_QUEUE = 10_000
-
-export interface BatchWriter {
-  create(plant: PlantRecord): Promise<CreateOutcome>
-  observe(observer: StoreObserver): void
-  stats(): WriterStats
-}
-
-// The queue and the write, with whoever watches them. A watcher that throws
-// must not change what a create is told, nor leave a taken batch
-// unanswered: its failure is dropped.
-export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): BatchWriter {
-  const timeoutMs = options.timeoutMs ?? Infinity
+export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = true, log, writer = {} }: PlantStoreOptions = {}) {
+  let isMigrated = migrated
   const observers: StoreObserver[] = []
+  // A watcher that throws must not change what a create is told, nor leave
+  // a taken batch unanswered: its failure is dropped.
   const tell = (call: (o: StoreObserver) => void): void => {
     for (const o of observers) {
       try {
@@ -151,15 +109,50 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
       } catch {}
     }
   }
-  const context = {
+  const context: WriteContext = {
     db,
     timeoutMs,
-    onAnswer: (kind: CreateOutcome['kind']): void => {
-      if (observers.length > 0) tell((o) => o.answered?.(kind))
-    }
+    onAnswer: (kind) => { if (observers.length > 0) tell((o) => o.answered?.(kind)) }
   }
+  const queue = createWriteQueue({
+    maxBatch: writer.maxBatch ?? DEFAULT_MAX_BATCH,
+    maxBatchBytes: writer.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES,
+    maxQueue: writer.maxQueue ?? DEFAULT_MAX_QUEUE,
+    concurrency: writer.concurrency ?? db.writers,
+    timeoutMs
+  }, watchedWriter(context, tell))
+  return {
+    observe (observer: StoreObserver): void {
+      observers.push(observer)
+    },
+    stats: (): WriterStats => ({ queueDepth: queue.depth(), inFlight: queue.inFlight() }),
+    // Whether the migrations are applied: the readiness probe says why it is not ready.
+    isMigrated: (): boolean => isMigrated,
+    markMigrated (): void {
+      isMigrated = true
+    },
+    // Stores a new plant, or recognises a retry of the same plant, or
+    // refuses one that would overwrite a different plant. Resolves only once
+    // the row is committed; rejects with StoreUnavailableError only when it
+    // was not written, with OutcomeUnknownError when it may have been. Not
+    // async: one promise per create, the queue's.
+    create (plant: PlantRecord): Promise<CreateOutcome> {
+      if (!isMigrated) return Promise.reject(new StoreUnavailableError('The database is not ready yet'))
+      if (queue.full()) tell((o) => o.rejectedFull?.())
+      else if (observers.length > 0) tell((o) => o.queued?.(plant))
+      return queue.enqueue(plant)
+    },
+    isReady: readinessProbe(db, Math.min(timeoutMs, READY_TIMEOUT_MS), () => isMigrated, log)
+  }
+}
+
+export type PlantStore = ReturnType<typeof createPlantStore>
+
+// The queue's write: numbers each batch, writes it, and tells the watchers
+// when it starts and how it ended.
+function watchedWriter (context: WriteContext, tell: (call: (o: StoreObserver) => void) => void): (batch: Pending[]) => Promise<void> {
   let batches = 0
-  const write = async (batch: Pending[]): Promise<void> => {
+  return async (batch) => {
     const event: WriteBatch = { id: ++batches, creates: batch }
     tell((o) => o.batchStarted?.(event))
     let failure: unknown
@@ -173,22 +166,324 @@ export function createBatchWriter (db: Db, options: BatchWriterOptions = {}): Ba
     }
     tell((o) => o.batchFinished?.(event, failure))
   }
-  const queue = createWriteQueue({
-    maxBatch: options.maxBatch ?? DEFAULT_MAX_BATCH,
-    maxBatchBytes: options.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES,
-    maxQueue: options.maxQueue ?? DEFAULT_MAX_QUEUE,
-    concurrency: options.concurrency ?? db.writers,
-    timeoutMs
-  }, write)
-  return {
-    create (plant) {
-      if (queue.full()) tell((o) => o.rejectedFull?.())
-      else if (observers.length > 0) tell((o) => o.queued?.(plant))
-      return queue.enqueue(plant)
-    },
-    observe (observer) {
-      observers.push(observer)
-    },
-    stats: () => ({ queueDepth: queue.depth(), inFlight: queue.inFlight() })
+}
+
+// Orchestrators and balancers give a probe 1 s by default: the check ends
+// before that, however long DB_TIMEOUT_MS is (it is set long to ride out a
+// failover) and however the database hangs.
+const READY_TIMEOUT_MS = 800
+
+// Ready means a write can commit now. A standby or a read-only session
+// raises the error a write would get (25006), so the pool drops that
+// connection, as it drops every connection a statement failed on. Then a
+// transactional WAL message takes a transaction id and writes WAL, so its
+// commit waits for a synchronous standby as a create's does (txid_current()
+// alone writes no WAL and commits at once); it needs no table and no
+// privilege.
+const probeSql =
+  'DO $$ BEGIN IF pg_is_in_recovery() OR current_setting(\'transaction_read_only\')::boolean THEN ' +
+  'RAISE EXCEPTION \'the database does not accept writes\' USING ERRCODE = \'read_only_sql_transaction\'; END IF; ' +
+  'PERFORM pg_logical_emit_message(true, \'plant-store\', \'ready\'); END $$'
+
+// A WAL segment: with less free than this, PostgreSQL cannot start the
+// next one, and a full disk fails every commit (PGlite on disk only).
+const MIN_FREE_BYTES = 16 * 1024 * 1024
+
+async function probeCommit (db: Db): Promise<void> {
+  await (db.probe === undefined ? db.exec(probeSql) : db.probe(probeSql))
+  if (db.freeBytes !== undefined && await db.freeBytes() < MIN_FREE_BYTES) {
+    throw new StoreUnavailableError('less than one WAL segment is free on the embedded database\'s disk')
   }
+}
+
+// Migrations applied and the probe committed within boundMs. One probe runs
+// at a time: a probe asked for while one is in flight waits for that one
+// (bounded as well), so a stalled commit holds one connection, never one
+// per probe (Db.probe).
+function readinessProbe (db: Db, boundMs: number, migrated: () => boolean, log?: Pick<FastifyBaseLogger, 'debug'>): () => Promise<boolean> {
+  let inFlight: Promise<void> | undefined
+  return async () => {
+    if (!migrated()) return false
+    inFlight ??= probeCommit(db).finally(() => { inFlight = undefined })
+    try {
+      await withDeadline(inFlight, boundMs, 'readiness check')
+      return true
+    } catch (err) {
+      // Asked by every probe: at debug. An outage shows at warn where it
+      // matters, in the creates it refuses and the migration retries.
+      log?.debug({ err }, 'readiness check failed')
+      return false
+    }
+  }
+}
+
+// ---- one batch's write ----
+
+// Ids travel as decimal text cast to bigint[], so no driver ever sees a
+// rounded number. Rows the database already holds come back from the
+// second statement: under READ COMMITTED it sees rows committed after the
+// INSERT began, which one statement (a CTE) could not.
+export const insertBatchSql =
+  'INSERT INTO plants (id, name, tag) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) ' +
+  'ON CONFLICT (id) DO NOTHING RETURNING id'
+// The stored rows of ids the INSERT did not write, one row per request
+// (numbered by `i`, from 1), each with whether the request names exactly
+// the stored plant. The database compares, byte for byte (collation "C"):
+// PGlite drops a leading U+FEFF from text it returns, so text read back is
+// never what a replay is compared with.
+export const selectBatchSql =
+  'SELECT r.i::int AS i, p.name, p.tag, ' +
+  '(p.name IS NOT DISTINCT FROM r.name COLLATE "C" AND p.tag IS NOT DISTINCT FROM r.tag COLLATE "C") AS same ' +
+  'FROM unnest($1::bigint[], $2::text[], $3::text[]) WITH ORDINALITY AS r(id, name, tag, i) ' +
+  'JOIN plants p ON p.id = r.id'
+// Prepared once per connection: parsing and planning the INSERT is a large
+// share of the PostgreSQL server's work per batch (bench/RESULTS.md).
+const insertStatement = { name: 'plants_insert_batch' }
+const selectStatement = { name: 'plants_select_batch' }
+
+// A row that neither the INSERT wrote nor the SELECT found was held by a
+// transaction that rolled back in between: write it again, a bounded number
+// of times.
+const MAX_ATTEMPTS = 5
+
+// Pauses between sends of a batch while the database is away (a failover
+// moves the primary in seconds): doubling from the first, capped, with
+// jitter so the replicas of the service do not retry in step.
+const RETRY_FIRST_MS = 25
+const RETRY_MAX_MS = 500
+
+interface WriteContext {
+  db: Db
+  // DB_TIMEOUT_MS: how long a batch has from its take (Infinity: no bound).
+  timeoutMs: number
+  // What each create was told, for whoever watches the store.
+  onAnswer: (kind: AnswerKind) => void
+}
+
+// The requests of one batch that name the same id. The first one's data is
+// what the batch tries to store: first come, first served. Groups are
+// found and matched by the bigint id itself: a Map keyed by its decimal
+// text cost several times more per create (bench/RESULTS.md).
+interface Group {
+  id: bigint
+  members: Pending[]
+}
+
+// Whether a write of these groups was sent and not confirmed: from then on
+// their failure is "unknown" (504), whatever fails later, since the write
+// may still commit.
+interface Sent {
+  unconfirmed: boolean
+}
+
+// Writes a batch and answers every create in it; resolves with the error
+// that failed some of them, if any, and never rejects for a database error.
+//
+// Once taken, a batch is no longer answered by a timer: each create's
+// answer is what the database did with its row. The deadline counts from
+// the take: no INSERT (a retry, a row written alone) starts past it, the
+// SELECT answering stored ids, which writes nothing, is held to it, and the
+// database bounds a write already sent (Db.writeBefore). A batch taken just
+// before its creates expire would otherwise always fail, and a busy queue
+// would write nothing at all. A batch that failed because the database is
+// away, or whose write was not confirmed (isTransient), is sent again after
+// a pause, as long as the pause ends before the deadline: a failover the
+// deadline covers shows callers no error, and a write that did commit is
+// found stored (answered as a replay). Past the deadline, a batch one of
+// whose writes was not confirmed is answered 504, never 503.
+export async function writeBatch (ctx: WriteContext, batch: Pending[]): Promise<unknown> {
+  return await settle(ctx, groupById(batch), performance.now() + ctx.timeoutMs, { unconfirmed: false })
+}
+
+// Answers every request of groups; returns the error that failed them, if
+// any, so writing rows one by one can stop when the database is gone.
+async function settle (ctx: WriteContext, groups: Group[], deadline: number, sent: Sent): Promise<unknown> {
+  let pending = groups
+  let outageRetries = 0
+  for (let attempt = 1; pending.length > 0; attempt++) {
+    if (attempt > MAX_ATTEMPTS) return failAll(ctx, pending, new Error(`plant rows vanished ${MAX_ATTEMPTS} times between INSERT and SELECT`))
+    if (performance.now() >= deadline) {
+      return failAll(ctx, pending, sent.unconfirmed
+        ? new OutcomeUnknownError(`a write of this row was not confirmed within ${ctx.timeoutMs} ms`)
+        : new StoreUnavailableError(`writing the batch took longer than ${ctx.timeoutMs} ms; this row was not written`))
+    }
+    // The groups not answered yet, should a statement fail.
+    let unanswered = pending
+    try {
+      unanswered = await insert(ctx, pending, deadline, sent)
+      pending = unanswered.length === 0
+        ? []
+        : await withDeadline(answerExisting(ctx, unanswered), Math.max(0, deadline - performance.now()), 'reading the stored plants')
+    } catch (err) {
+      // Safe to send again: a row the failed statement did store is found
+      // stored and answered as a replay. Not a vanished row, so the
+      // attempt is not counted.
+      if (isTransient(err) && await pauseBeforeRetry(outageRetries++, deadline)) {
+        pending = unanswered
+        attempt--
+        continue
+      }
+      if (isUnavailable(err) || err instanceof OutcomeUnknownError || unanswered.length === 1) {
+        return failAll(ctx, unanswered, sent.unconfirmed ? unknownAfter(err) : asStoreError(err))
+      }
+      // Something in this batch cannot be stored (or the statement failed
+      // for a reason of its own): write each row alone, so only the row at
+      // fault fails.
+      return await oneByOne(ctx, unanswered, deadline, sent)
+    }
+  }
+  return undefined
+}
+
+function unknownAfter (err: unknown): unknown {
+  return err instanceof OutcomeUnknownError ? err : new OutcomeUnknownError('a write of this row was not confirmed', { cause: err })
+}
+
+async function oneByOne (ctx: WriteContext, groups: Group[], deadline: number, sent: Sent): Promise<unknown> {
+  for (let i = 0; i < groups.length; i++) {
+    const failure = await settle(ctx, [groups[i] as Group], deadline, { ...sent })
+    if (failure !== undefined && (isUnavailable(failure) || failure instanceof OutcomeUnknownError)) {
+      return failAll(ctx, groups.slice(i + 1), sent.unconfirmed ? unknownAfter(failure) : asStoreError(failure))
+    }
+  }
+  return undefined
+}
+
+// Waits before retry number n (from 0) unless the wait would end past the
+// deadline; true when it waited, so the batch may be sent again. A writer
+// with no deadline has nothing to bound its retries: it sends once.
+async function pauseBeforeRetry (n: number, deadline: number): Promise<boolean> {
+  const ms = Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** n) * (0.5 + Math.random() / 2)
+  if (!Number.isFinite(deadline) || performance.now() + ms >= deadline) return false
+  await new Promise((resolve) => setTimeout(resolve, ms))
+  return true
+}
+
+// Writes the groups' rows in one statement, answers the ones it created
+// and returns the groups whose id was already stored.
+async function insert (ctx: WriteContext, groups: Group[], deadline: number, sent: Sent): Promise<Group[]> {
+  const ids: string[] = []
+  const names: string[] = []
+  const tags: Array<string | null> = []
+  for (const g of groups) {
+    const plant = first(g).plant
+    ids.push(g.id.toString())
+    names.push(plant.name)
+    tags.push(plant.tag ?? null)
+  }
+  let rows: Array<{ id: unknown }>
+  try {
+    rows = await ctx.db.writeBefore<{ id: unknown }>(deadline, insertBatchSql, [ids, names, tags], insertStatement)
+  } catch (err) {
+    if (err instanceof OutcomeUnknownError) sent.unconfirmed = true
+    throw err
+  }
+  const created = new Set<bigint>()
+  for (const row of rows) created.add(toId(row.id))
+  const existing: Group[] = []
+  for (const g of groups) {
+    if (created.has(g.id)) answerCreated(g, ctx.onAnswer)
+    else existing.push(g)
+  }
+  return existing
+}
+
+// A type, not an interface, so it is a Row (which has an index signature).
+type Compared = { name: string, tag: string | null, same: boolean }
+
+// Answers the groups whose row is stored; returns those whose row is gone.
+async function answerExisting (ctx: WriteContext, groups: Group[]): Promise<Group[]> {
+  const ids: string[] = []
+  const names: string[] = []
+  const tags: Array<string | null> = []
+  for (const g of groups) {
+    const id = g.id.toString()
+    for (const p of g.members) {
+      ids.push(id)
+      names.push(p.plant.name)
+      tags.push(p.plant.tag ?? null)
+    }
+  }
+  const rows = await ctx.db.query<Compared & { i: number }>(selectBatchSql, [ids, names, tags], selectStatement)
+  const byRequest = new Map<number, Compared>()
+  for (const row of rows) byRequest.set(Number(row.i), row)
+  const missing: Group[] = []
+  let n = 0
+  for (const g of groups) {
+    const at = n + 1
+    n += g.members.length
+    // Every request of a group names the same id: stored for all, or none.
+    if (!byRequest.has(at)) missing.push(g)
+    else answerCompared(g, (i) => byRequest.get(at + i) as Compared, ctx.onAnswer)
+  }
+  return missing
+}
+
+// pg returns int8 as a string, PGlite as a number or a bigint: every id read
+// back from the database goes through here.
+export function toId (value: unknown): bigint {
+  if (typeof value === 'bigint') return value
+  if (typeof value === 'string' || (typeof value === 'number' && Number.isSafeInteger(value))) return BigInt(value)
+  throw new TypeError(`not an int8 value: ${typeof value}`)
+}
+
+function first (g: Group): Pending {
+  return g.members[0] as Pending
+}
+
+// Groups a batch by id, in ascending id order: concurrent batches (here or
+// in another instance) then take row locks in the same order and cannot
+// deadlock on each other.
+function groupById (batch: Pending[]): Group[] {
+  const byId = new Map<bigint, Group>()
+  for (const p of batch) {
+    const id = p.plant.id
+    const group = byId.get(id)
+    if (group === undefined) byId.set(id, { id, members: [p] })
+    else group.members.push(p)
+  }
+  const groups = [...byId.values()]
+  if (groups.length > 1) groups.sort((a, b) => a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+  return groups
+}
+
+function samePlant (a: PlantRecord, b: PlantRecord): boolean {
+  return a.name === b.name && (a.tag ?? null) === (b.tag ?? null)
+}
+
+// The group's first request created the row; every other request of the
+// same batch is compared with it (both are the requests' own strings).
+function answerCreated (g: Group, onAnswer: WriteContext['onAnswer']): void {
+  const stored = first(g).plant
+  for (let i = 0; i < g.members.length; i++) {
+    const p = g.members[i] as Pending
+    const kind = i === 0 ? 'created' : samePlant(p.plant, stored) ? 'replayed' : 'conflict'
+    onAnswer(kind)
+    p.resolve({ kind, plant: kind === 'created' ? p.plant : stored })
+  }
+}
+
+// Every request of a group whose row was already stored, as the database
+// compared it: a replay is answered with the plant it sent (the same as the
+// stored one, byte for byte); a conflict reports the stored plant.
+function answerCompared (g: Group, row: (i: number) => Compared, onAnswer: WriteContext['onAnswer']): void {
+  for (let i = 0; i < g.members.length; i++) {
+    const p = g.members[i] as Pending
+    const { name, tag, same } = row(i)
+    const kind = same ? 'replayed' : 'conflict'
+    onAnswer(kind)
+    p.resolve({ kind, plant: same ? p.plant : tag === null ? { id: p.plant.id, name } : { id: p.plant.id, name, tag } })
+  }
+}
+
+// Fails every request of groups with err, and returns err.
+function failAll (ctx: WriteContext, groups: Group[], err: unknown): unknown {
+  const unknown = err instanceof OutcomeUnknownError
+  for (const g of groups) {
+    for (const p of g.members) {
+      if (unknown) ctx.onAnswer('unknown')
+      p.reject(err)
+    }
+  }
+  return err
 }

@@ -1,7 +1,7 @@
 import pg from 'pg'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Db, QueryOptions, Row, Sql } from './db.js'
-import { asStoreError } from './unavailable.js'
+import { asStoreError, sentWriteError } from './store-errors.js'
 
 export interface PostgresOptions {
   url: string
@@ -10,33 +10,20 @@ export interface PostgresOptions {
   poolSize?: number
 }
 
+// How long the readiness probe's commit may wait for its reply.
+const PROBE_WAIT_MS = 60_000
+
 export function openPostgres ({ url, timeoutMs, log, poolSize = 10 }: PostgresOptions): Db {
-  const pool = new pg.Pool({
-    connectionString: url,
-    max: poolSize,
-    application_name: 'plant-store',
-    // Every wait is bounded: checkout/connect, the server-side statement and
-    // the client-side read (a cut network never answers at all). A create's
-    // answer is its INSERT's outcome, so the server must end a slow one:
-    // it cancels past statement_timeout (57014) and nothing is stored, a
-    // true 503. The read timeout starts when the statement is sent, so it
-    // fires first only when the cancel takes over a second to come back;
-    // then, as when the connection drops mid-statement, the outcome is
-    // unknown and the create is answered 503 though it may have committed
-    // (a retry answers 200). A longer read timeout would narrow that window
-    // little and hold every create on a cut network longer.
-    connectionTimeoutMillis: timeoutMs,
-    statement_timeout: timeoutMs,
-    query_timeout: timeoutMs + 1000,
-    idleTimeoutMillis: 30_000,
-    // TCP keepalive probes find a dead server under an idle connection;
-    // the OS default would wait two hours before the first probe.
-    keepAlive: true,
-    keepAliveInitialDelayMillis: 10_000
-  })
+  const connection = connectionConfig(url, timeoutMs)
+  const pool = new pg.Pool({ ...connection, max: poolSize })
+  // The readiness probe's own connection. A probe whose commit waits (a
+  // missing synchronous standby, a frozen server) keeps it until the stall
+  // ends, up to PROBE_WAIT_MS: a read timeout that gave it up sooner would
+  // leave one more session waiting on the server at every probe.
+  const probePool = new pg.Pool({ ...connection, max: 1, query_timeout: PROBE_WAIT_MS })
   // An idle client whose server goes away emits here; without a listener the
   // process would crash. The pool drops that client and opens a new one later.
-  pool.on('error', (err) => log.warn({ err }, 'idle database connection failed'))
+  for (const p of [pool, probePool]) p.on('error', (err) => log.warn({ err }, 'idle database connection failed'))
 
   // pool.query releases its client with the error when a statement fails,
   // and the pool then closes that client rather than keep it: a session on a
@@ -51,22 +38,55 @@ export function openPostgres ({ url, timeoutMs, log, poolSize = 10 }: PostgresOp
     // batches and cost the server more per row (bench/RESULTS.md).
     writers: 2,
     // The server ends a statement past statement_timeout (57014, nothing
-    // stored: a true 503); one that commits is answered by what it did,
-    // however late.
+    // stored: a true 503). A failure before the write is sent (no
+    // connection) is a 503; after, the database's refusal is, and anything
+    // else is an unknown outcome (sentWriteError).
     writeBefore: async <R extends Row = Row>(_deadline: number, text: string, params?: unknown[], options?: QueryOptions) =>
-      await poolSql.query<R>(text, params, options),
+      await onClient(pool, async (client) => {
+        try {
+          return await run<R>(client, text, params, options)
+        } catch (err) {
+          throw sentWriteError(err)
+        }
+      }),
     transaction: async (fn) => await inTransaction(pool, fn),
+    probe: async (text) => { await sqlOf(probePool).exec(text) },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close () {
       // Idempotent: a test or a failed start-up may close before shutdown does.
-      if (!pool.ended && !pool.ending) await pool.end()
+      for (const p of [pool, probePool]) if (!p.ended && !p.ending) await p.end()
     }
   }
 }
 
-// Runs fn on one client of the pool inside BEGIN … COMMIT (ROLLBACK when it
-// throws).
-async function inTransaction<T> (pool: pg.Pool, fn: (tx: Sql) => Promise<T>): Promise<T> {
+// Both pools' connections; the probe's pool only reads longer.
+function connectionConfig (url: string, timeoutMs: number): pg.PoolConfig {
+  return {
+    connectionString: url,
+    application_name: 'plant-store',
+    // Every wait is bounded: checkout/connect, the server-side statement and
+    // the client-side read (a cut network never answers at all). The server
+    // cancels a slow statement past statement_timeout (57014): nothing is
+    // stored, a true 503. It never cancels a commit (one waiting for a
+    // synchronous standby waits on), so the read timeout ends the wait; the
+    // write's outcome is then unknown (504, see writeBefore). It starts when
+    // the statement is sent, one second later than the server's own bound,
+    // so a statement the server cancels is answered 503, not 504.
+    connectionTimeoutMillis: timeoutMs,
+    statement_timeout: timeoutMs,
+    query_timeout: timeoutMs + 1000,
+    idleTimeoutMillis: 30_000,
+    // TCP keepalive probes find a dead server under an idle connection;
+    // the OS default would wait two hours before the first probe.
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000
+  }
+}
+
+// Runs fn on one client of the pool, checked out for it alone. A client
+// that failed may be broken: it is destroyed rather than handed to the
+// next request.
+async function onClient<T> (pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   let client: pg.PoolClient
   try {
     client = await pool.connect()
@@ -80,23 +100,39 @@ async function inTransaction<T> (pool: pg.Pool, fn: (tx: Sql) => Promise<T>): Pr
   let lost: Error | undefined
   const onLost = (err: Error): void => { lost = err }
   client.on('error', onLost)
-  const tx = sqlOf(client)
   let failure: unknown
   try {
-    await tx.exec('BEGIN')
-    const result = await fn(tx)
-    await tx.exec('COMMIT')
-    return result
+    return await fn(client)
   } catch (err) {
     failure = err
-    await client.query('ROLLBACK').catch(() => {})
     throw err
   } finally {
-    // A client that failed mid-transaction may be broken: destroy it
-    // rather than hand it to the next request.
     client.removeListener('error', onLost)
     client.release(lost ?? (failure instanceof Error ? failure : undefined))
   }
+}
+
+// Runs fn inside BEGIN … COMMIT (ROLLBACK when it throws).
+async function inTransaction<T> (pool: pg.Pool, fn: (tx: Sql) => Promise<T>): Promise<T> {
+  return await onClient(pool, async (client) => {
+    const tx = sqlOf(client)
+    try {
+      await tx.exec('BEGIN')
+      const result = await fn(tx)
+      await tx.exec('COMMIT')
+      return result
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {})
+      throw err
+    }
+  })
+}
+
+async function run<R extends Row> (client: pg.Pool | pg.PoolClient, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]> {
+  const result = options?.name === undefined
+    ? await client.query<R>(text, params)
+    : await client.query<R>({ name: options.name, text, values: params ?? [] })
+  return result.rows
 }
 
 // Statements on the pool, or on one checked-out client in a transaction,
@@ -105,10 +141,7 @@ function sqlOf (client: pg.Pool | pg.PoolClient): Sql {
   return {
     async query<R extends Row = Row>(text: string, params?: unknown[], options?: QueryOptions) {
       try {
-        const result = options?.name === undefined
-          ? await client.query<R>(text, params)
-          : await client.query<R>({ name: options.name, text, values: params ?? [] })
-        return result.rows
+        return await run<R>(client, text, params, options)
       } catch (err) {
         throw asStoreError(err)
       }

@@ -1,10 +1,10 @@
-import type { CreateOutcome, PlantRecord } from './plant-record.js'
-import { StoreUnavailableError } from './unavailable.js'
+import type { CreateOutcome, PlantRecord } from './plant-store.js'
+import { StoreUnavailableError } from './store-errors.js'
 
 // The creates waiting for a write, and when each batch of them is sent:
 // first in, first out, a bounded number waiting, each for a bounded time,
 // a bounded number of batches in flight. What a batch's write does is the
-// caller's (batch-write.ts); the queue only decides when and with what.
+// plant store's (plant-store.ts); the queue only decides when and with what.
 
 export interface Pending {
   plant: PlantRecord
@@ -46,18 +46,10 @@ export function createWriteQueue (options: WriteQueueOptions, write: (batch: Pen
   let inFlight = 0
   const expiry = expiryTimer(queue, timeoutMs)
 
-  // Takes the next batch: live creates, up to maxBatch rows and
-  // maxBatchBytes of names and tags (at least one row).
+  // Takes the next batch of live creates.
   const take = (): Pending[] => {
     expiry.dropExpired()
-    let rows = 0
-    let bytes = 0
-    for (const p of queue) {
-      bytes += p.plant.name.length + (p.plant.tag?.length ?? 0)
-      if (rows === maxBatch || (rows > 0 && bytes > maxBatchBytes)) break
-      rows++
-    }
-    const batch = queue.splice(0, rows)
+    const batch = queue.splice(0, batchLength(queue, maxBatch, maxBatchBytes))
     expiry.arm()
     return batch
   }
@@ -102,6 +94,19 @@ export function createWriteQueue (options: WriteQueueOptions, write: (batch: Pen
     depth: () => queue.length,
     inFlight: () => inFlight
   }
+}
+
+// How many creates from the head make the next batch: up to maxBatch rows
+// and maxBatchBytes of names and tags, at least one row.
+function batchLength (queue: Pending[], maxBatch: number, maxBatchBytes: number): number {
+  let rows = 0
+  let bytes = 0
+  for (const p of queue) {
+    bytes += p.plant.name.length + (p.plant.tag?.length ?? 0)
+    if (rows === maxBatch || (rows > 0 && bytes > maxBatchBytes)) break
+    rows++
+  }
+  return rows
 }
 
 // The queue is FIFO and every create gets the same timeout, so the head

@@ -1,7 +1,7 @@
 import t from 'tap'
 import fc from 'fast-check'
 import http from 'node:http'
-import { backends, jsonHeaders, listeningTestApp } from '../helper.js'
+import { forEachBackend, jsonHeaders, listeningTestApp } from '../helper.js'
 import { request } from '../support/http.js'
 
 // A replay is compared with what is stored exactly, code point for code
@@ -51,55 +51,53 @@ function changed (plant: Sent, change: string): Sent {
   }
 }
 
-for (const backend of backends()) {
-  t.test(`exact replays on ${backend}, over HTTP`, async (t) => {
-    const { app, port } = await listeningTestApp(t, backend)
-    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
-    t.teardown(() => agent.destroy())
-    const post = async (plant: Sent): Promise<{ status: number, body: string }> =>
-      await request(`http://127.0.0.1:${port}/plants`, { method: 'POST', headers: jsonHeaders(), body: JSON.stringify(plant), agent })
-    const storedBytes = async (id: number): Promise<{ name: string, tag: string | null } | undefined> => {
-      const [row] = await app.db.query<{ name: string, tag: string | null }>(STORED_BYTES_SQL, [String(id)])
-      return row === undefined ? undefined : { name: row.name, tag: row.tag }
-    }
-    const answerOf = (plant: Sent): string => JSON.stringify(plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag })
+forEachBackend(t, 'exact replays over HTTP', async (t, backend) => {
+  const { app, port } = await listeningTestApp(t, backend)
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+  t.teardown(() => agent.destroy())
+  const post = async (plant: Sent): Promise<{ status: number, body: string }> =>
+    await request(`http://127.0.0.1:${port}/plants`, { method: 'POST', headers: jsonHeaders(), body: JSON.stringify(plant), agent })
+  const storedBytes = async (id: number): Promise<{ name: string, tag: string | null } | undefined> => {
+    const [row] = await app.db.query<{ name: string, tag: string | null }>(STORED_BYTES_SQL, [String(id)])
+    return row === undefined ? undefined : { name: row.name, tag: row.tag }
+  }
+  const answerOf = (plant: Sent): string => JSON.stringify(plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag })
 
-    await t.test('a leading U+FEFF: create 200, the same again 200, without the BOM 409', async (t) => {
-      const plant = { id: 4242, name: `${BOM}abc`, tag: BOM }
-      const created = await post(plant)
-      t.same([created.status, created.body], [200, answerOf(plant)], 'created')
-      const again = await post(plant)
-      t.same([again.status, again.body], [200, answerOf(plant)], 'an exact retry is 200, BOMs included')
-      t.equal((await post({ id: 4242, name: 'abc', tag: '' })).status, 409, 'the same text without its BOMs is a different plant')
-      t.equal((await post({ id: 4242, name: `${BOM}abc` })).status, 409, 'and so is no tag')
-      t.same(await storedBytes(4242), { name: 'efbbbf616263', tag: 'efbbbf' }, 'the row holds the BOMs')
-    })
-
-    await t.test('a stored plant without a BOM: the same with one is 409', async (t) => {
-      t.equal((await post({ id: 4243, name: 'abc', tag: 'x' })).status, 200)
-      t.equal((await post({ id: 4243, name: `${BOM}abc`, tag: 'x' })).status, 409)
-      t.equal((await post({ id: 4243, name: 'abc', tag: `${BOM}x` })).status, 409)
-      t.equal((await post({ id: 4243, name: 'abc', tag: 'x' })).status, 200)
-    })
-
-    await t.test('random Unicode round-trips through create, replay and conflict exactly', async (t) => {
-      let id = 50_000
-      let runs = 0
-      await fc.assert(fc.asyncProperty(caseArb, async ({ name, tag, change }) => {
-        runs++
-        const plant: Sent = tag === undefined ? { id: ++id, name } : { id: ++id, name, tag }
-        const created = await post(plant)
-        if (created.status !== 200 || created.body !== answerOf(plant)) throw new Error(`create: ${created.status} ${created.body}`)
-        const replay = await post(plant)
-        if (replay.status !== 200 || replay.body !== answerOf(plant)) throw new Error(`replay: ${replay.status} ${replay.body}`)
-        const other = changed(plant, change)
-        const conflict = await post(other)
-        if (conflict.status !== 409) throw new Error(`${change}: ${conflict.status} ${conflict.body}`)
-        const stored = await storedBytes(plant.id)
-        const sentBytes = { name: hex(plant.name), tag: plant.tag === undefined ? null : hex(plant.tag) }
-        if (JSON.stringify(stored) !== JSON.stringify(sentBytes)) throw new Error(`stored ${JSON.stringify(stored)}, sent ${JSON.stringify(sentBytes)}`)
-      }), { numRuns: 150 })
-      t.ok(runs >= 150, `${runs} plants created, replayed and contradicted`)
-    })
+  await t.test('a leading U+FEFF: create 200, the same again 200, without the BOM 409', async (t) => {
+    const plant = { id: 4242, name: `${BOM}abc`, tag: BOM }
+    const created = await post(plant)
+    t.same([created.status, created.body], [200, answerOf(plant)], 'created')
+    const again = await post(plant)
+    t.same([again.status, again.body], [200, answerOf(plant)], 'an exact retry is 200, BOMs included')
+    t.equal((await post({ id: 4242, name: 'abc', tag: '' })).status, 409, 'the same text without its BOMs is a different plant')
+    t.equal((await post({ id: 4242, name: `${BOM}abc` })).status, 409, 'and so is no tag')
+    t.same(await storedBytes(4242), { name: 'efbbbf616263', tag: 'efbbbf' }, 'the row holds the BOMs')
   })
-}
+
+  await t.test('a stored plant without a BOM: the same with one is 409', async (t) => {
+    t.equal((await post({ id: 4243, name: 'abc', tag: 'x' })).status, 200)
+    t.equal((await post({ id: 4243, name: `${BOM}abc`, tag: 'x' })).status, 409)
+    t.equal((await post({ id: 4243, name: 'abc', tag: `${BOM}x` })).status, 409)
+    t.equal((await post({ id: 4243, name: 'abc', tag: 'x' })).status, 200)
+  })
+
+  await t.test('random Unicode round-trips through create, replay and conflict exactly', async (t) => {
+    let id = 50_000
+    let runs = 0
+    await fc.assert(fc.asyncProperty(caseArb, async ({ name, tag, change }) => {
+      runs++
+      const plant: Sent = tag === undefined ? { id: ++id, name } : { id: ++id, name, tag }
+      const created = await post(plant)
+      if (created.status !== 200 || created.body !== answerOf(plant)) throw new Error(`create: ${created.status} ${created.body}`)
+      const replay = await post(plant)
+      if (replay.status !== 200 || replay.body !== answerOf(plant)) throw new Error(`replay: ${replay.status} ${replay.body}`)
+      const other = changed(plant, change)
+      const conflict = await post(other)
+      if (conflict.status !== 409) throw new Error(`${change}: ${conflict.status} ${conflict.body}`)
+      const stored = await storedBytes(plant.id)
+      const sentBytes = { name: hex(plant.name), tag: plant.tag === undefined ? null : hex(plant.tag) }
+      if (JSON.stringify(stored) !== JSON.stringify(sentBytes)) throw new Error(`stored ${JSON.stringify(stored)}, sent ${JSON.stringify(sentBytes)}`)
+    }), { numRuns: 150 })
+    t.ok(runs >= 150, `${runs} plants created, replayed and contradicted`)
+  })
+})

@@ -3,7 +3,7 @@ import pino from 'pino'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
 import { openPostgres } from '../../src/store/postgres.js'
-import { StoreUnavailableError } from '../../src/store/unavailable.js'
+import { StoreUnavailableError } from '../../src/store/store-errors.js'
 import { assertErrorShape, postPlant, testConfig, TOKEN } from '../helper.js'
 import { appliedVersions, migrationVersions, needsPostgres, proxiedDatabase, sleep, storedRows, timeUntil } from '../support/postgres.js'
 import type { CutMode, TcpProxy } from '../support/tcp-proxy.js'
@@ -18,7 +18,7 @@ const DB_TIMEOUT_MS = 1000
 // (DB_TIMEOUT_MS + 1 s: a black hole never answers) ends it.
 const CREATE_BOUND_MS = DB_TIMEOUT_MS + DB_TIMEOUT_MS + 1000
 // Scheduling slack on a busy 2-core machine.
-const SLACK_MS = 700
+const SLACK_MS = 1500
 
 const plant = (id: number, name = `p${id}`): string => JSON.stringify({ id, name })
 
@@ -36,10 +36,12 @@ t.test('a cut database answers 503 in time, and the service recovers without a r
 
   let nextId = 1
   const acknowledged = new Map<string, string>()
+  const refused: string[] = []
   const create = async () => {
     const id = nextId++
     const out = await timedCreate(app, id)
     if (out.res.statusCode === 200) acknowledged.set(String(id), `p${id}`)
+    if (out.res.statusCode === 503) refused.push(String(id))
     return out
   }
 
@@ -52,16 +54,22 @@ t.test('a cut database answers 503 in time, and the service recovers without a r
       proxy.cut(mode)
       const cutAt = performance.now()
 
+      // A reset connection takes the write with it (503). A black hole
+      // swallows a write sent on a connection opened before the cut: it
+      // may land once the network heals, so its outcome is unknown (504);
+      // a write that never found a connection is 503.
+      const statuses = mode === 'reset' ? [503] : [503, 504]
       let slowest = 0
       for (let i = 0; i < 3; i++) {
         const { res, ms } = await create()
-        assertErrorShape(t, res, 503)
+        t.ok(statuses.includes(res.statusCode), `answered ${res.statusCode}`)
+        assertErrorShape(t, res, res.statusCode)
         t.equal(res.headers['retry-after'], '5', 'Retry-After tells the client when to retry')
         slowest = Math.max(slowest, ms)
       }
       const burst = await Promise.all(Array.from({ length: 20 }, () => create()))
       for (const { res, ms } of burst) {
-        t.equal(res.statusCode, 503, 'concurrent creates: 503')
+        t.ok(statuses.includes(res.statusCode), `concurrent creates: ${statuses.join(' or ')}`)
         slowest = Math.max(slowest, ms)
       }
       t.ok(slowest <= CREATE_BOUND_MS + SLACK_MS, `slowest 503 took ${Math.round(slowest)} ms (bound ${CREATE_BOUND_MS} ms): no hanging request`)
@@ -89,13 +97,14 @@ t.test('a cut database answers 503 in time, and the service recovers without a r
   const rows = await storedRows(testDb.url)
   const lost = [...acknowledged].filter(([id, name]) => rows.get(id)?.name !== name)
   t.same(lost, [], `all ${acknowledged.size} acknowledged creates are stored`)
+  t.same(refused.filter((id) => rows.has(id)), [], `none of the ${refused.length} creates answered 503 is stored`)
 })
 
 const IN_FLIGHT_TIMEOUT_MS = 2000
 const SEND_EVERY_MS = 5
 const CUT_AFTER_ACKS = 20
 
-t.test('a create in flight when the connection dies is stored and acknowledged, or not acknowledged', { skip: needsPostgres }, async (t) => {
+t.test('a create in flight when the connection dies is stored and acknowledged, or not acknowledged (503: not stored)', { skip: needsPostgres }, async (t) => {
   const { proxy, proxiedUrl, testDb } = await proxiedDatabase(t)
   const app = await buildApp({ config: testConfig({ kind: 'postgres', url: proxiedUrl }, { dbTimeoutMs: IN_FLIGHT_TIMEOUT_MS }) })
   await app.ready()
@@ -113,7 +122,7 @@ t.test('a create in flight when the connection dies is stored and acknowledged, 
       const { res, answeredBeforeCut, onTheWire } = await sendThroughACut(app, proxy, mode, ids)
 
       const statuses = res.map((r) => r.statusCode)
-      t.same([...new Set(statuses)].filter((s) => s !== 200 && s !== 503), [], 'only 200 or 503')
+      t.same([...new Set(statuses)].filter((s) => s !== 200 && s !== 503 && s !== 504), [], 'only 200, 503 or 504')
       // Give commits that were still travelling time to land.
       await sleep(500)
       const rows = await storedRows(testDb.url)
@@ -126,6 +135,7 @@ t.test('a create in flight when the connection dies is stored and acknowledged, 
       // latency), not by what failed.
       t.ok(answeredBeforeCut > 0 && onTheWire > 0, `the cut came mid-flight (${onTheWire} chunks on the wire, ${answeredBeforeCut} of ${ids.length} answered before it, ${acked.length} acknowledged in the end)`)
       const storedUnacked = ids.filter((id, i) => statuses[i] !== 200 && rows.has(String(id))).length
+      t.same(ids.filter((id, i) => statuses[i] === 503 && rows.has(String(id))), [], 'no create answered 503 is stored')
 
       // A client that retries its unacknowledged creates ends with all stored.
       const retried = await Promise.all(ids.filter((_, i) => statuses[i] !== 200).map((id) => postPlant(app, plant(id, `inflight-${id}`))))

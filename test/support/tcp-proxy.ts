@@ -11,7 +11,10 @@ import net from 'node:net'
 //   would after a partition heals;
 // - setLatency(ms): every chunk is delayed by ms in each direction;
 // - cutInFlight(mode, waitMs): cut(mode) the moment bytes are held by the
-//   latency, so a statement or its result is lost on the wire.
+//   latency, so a statement or its result is lost on the wire;
+// - holdReplies(true): the server's bytes are held, the client's still
+//   delivered (a statement arrives and runs, its reply is late);
+//   holdReplies(false) delivers what was held, in order.
 export type CutMode = 'reset' | 'blackhole'
 
 export interface TcpProxy {
@@ -25,6 +28,7 @@ export interface TcpProxy {
   cutInFlight(mode: CutMode, waitMs: number): Promise<number>
   restore(): void
   setLatency(ms: number): void
+  holdReplies(on: boolean): void
   // Connections currently open through the proxy.
   open(): number
   close(): Promise<void>
@@ -33,6 +37,8 @@ export interface TcpProxy {
 interface Direction {
   from: net.Socket
   to: net.Socket
+  // Server to client: held while replies are held.
+  replies: boolean
   queue: Array<{ chunk: Buffer, due: number }>
   timer?: NodeJS.Timeout
 }
@@ -48,6 +54,7 @@ export async function startTcpProxy (target: { host?: string, port: number }): P
   const pairs = new Set<Pair>()
   let state: 'open' | CutMode = 'open'
   let latency = 0
+  let holding = false
   // A cut waiting for bytes on the wire (cutInFlight).
   let cutWhenInTransit: (() => void) | undefined
   const inTransit = (): number => [...pairs].reduce((n, pair) => n + pair.directions.reduce((m, d) => m + d.queue.length, 0), 0)
@@ -70,7 +77,7 @@ export async function startTcpProxy (target: { host?: string, port: number }): P
   const pump = (d: Direction): void => {
     clearTimeout(d.timer)
     d.timer = undefined
-    if (state !== 'open') return
+    if (state !== 'open' || (holding && d.replies)) return
     const now = Date.now()
     while (d.queue.length > 0 && (d.queue[0] as { due: number }).due <= now) {
       const { chunk } = d.queue.shift() as { chunk: Buffer }
@@ -79,8 +86,8 @@ export async function startTcpProxy (target: { host?: string, port: number }): P
     if (d.queue.length > 0) d.timer = setTimeout(() => pump(d), (d.queue[0] as { due: number }).due - now)
   }
 
-  const forward = (from: net.Socket, to: net.Socket): Direction => {
-    const d: Direction = { from, to, queue: [] }
+  const forward = (from: net.Socket, to: net.Socket, replies: boolean): Direction => {
+    const d: Direction = { from, to, replies, queue: [] }
     from.on('data', (chunk: Buffer) => {
       const last = d.queue.at(-1)?.due ?? 0
       d.queue.push({ chunk, due: Math.max(Date.now() + latency, last) })
@@ -95,7 +102,7 @@ export async function startTcpProxy (target: { host?: string, port: number }): P
     pair.upstream = upstream
     upstream.on('error', () => destroyPair(pair))
     upstream.on('close', () => destroyPair(pair))
-    pair.directions = [forward(pair.client, upstream), forward(upstream, pair.client)]
+    pair.directions = [forward(pair.client, upstream, false), forward(upstream, pair.client, true)]
     pair.client.resume()
   }
 
@@ -168,6 +175,10 @@ export async function startTcpProxy (target: { host?: string, port: number }): P
       }
     },
     setLatency (ms) { latency = ms },
+    holdReplies (on) {
+      holding = on
+      if (!on) for (const pair of pairs) for (const d of pair.directions) pump(d)
+    },
     open: () => pairs.size,
     async close () {
       for (const pair of [...pairs]) destroyPair(pair)

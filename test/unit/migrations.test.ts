@@ -1,48 +1,43 @@
 import t from 'tap'
-import { backends, createTestDatabase } from '../helper.js'
+import { createTestDatabase, forEachBackend } from '../helper.js'
 import { withClient } from '../support/database.js'
 import { openPglite } from '../../src/store/pglite.js'
 import { openPostgres } from '../../src/store/postgres.js'
 import { migrate, migrationsDir } from '../../src/store/migrations.js'
 import type { Db } from '../../src/store/db.js'
 import pino from 'pino'
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { jsonLines, root, spawnProcess } from '../support/processes.js'
+import { readdirSync } from 'node:fs'
 
 const silent = pino({ level: 'silent' })
 
 // The highest "do" version in migrations/ (postgrator naming: 001.do.name.sql).
 const latestVersion = Math.max(...readdirSync(migrationsDir).flatMap((f) => /^(\d+)\.do\./.exec(f)?.[1] ?? []).map(Number))
 
-t.test('migrations create the plants table as the contract describes', async (t) => {
-  for (const backend of backends()) {
-    const testDb = await createTestDatabase(backend)
-    const db: Db = testDb.database.kind === 'postgres'
-      ? openPostgres({ url: testDb.database.url, timeoutMs: 5000, log: silent })
-      : await openPglite(testDb.database.dataDir)
-    t.teardown(async () => { await db.close(); await testDb.drop() })
+forEachBackend(t, 'migrations create the plants table as the contract describes', async (t, backend) => {
+  const testDb = await createTestDatabase(backend)
+  const db: Db = testDb.database.kind === 'postgres'
+    ? openPostgres({ url: testDb.database.url, timeoutMs: 5000, log: silent })
+    : await openPglite(testDb.database.dataDir)
+  t.teardown(async () => { await db.close(); await testDb.drop() })
 
-    const first = await migrate(db)
-    t.same(first.applied, [1], `${backend}: the first run applies 001`)
-    t.equal(first.version, latestVersion, 'the highest version in migrations/')
-    const again = await migrate(db)
-    t.same(again.applied, [], `${backend}: a second run applies nothing`)
+  const first = await migrate(db)
+  t.same(first.applied, [1], `${backend}: the first run applies 001`)
+  t.equal(first.version, latestVersion, 'the highest version in migrations/')
+  const again = await migrate(db)
+  t.same(again.applied, [], `${backend}: a second run applies nothing`)
 
-    const columns = await db.query<{ column_name: string, data_type: string, is_nullable: string, column_default: string | null }>(
-      "SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns WHERE table_name = 'plants' ORDER BY ordinal_position")
-    t.same(columns.map((c) => [c.column_name, c.data_type, c.is_nullable]), [
-      ['id', 'bigint', 'NO'],
-      ['name', 'text', 'NO'],
-      ['tag', 'text', 'YES'],
-      ['created_at', 'timestamp with time zone', 'NO']
-    ], `${backend}: columns`)
-    t.match(columns[3]?.column_default, /now\(\)/)
-    const pk = await db.query<{ column_name: string }>(
-      "SELECT a.attname AS column_name FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) WHERE i.indrelid = 'plants'::regclass AND i.indisprimary")
-    t.same(pk.map((r) => r.column_name), ['id'], `${backend}: id is the primary key`)
-  }
+  const columns = await db.query<{ column_name: string, data_type: string, is_nullable: string, column_default: string | null }>(
+    "SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns WHERE table_name = 'plants' ORDER BY ordinal_position")
+  t.same(columns.map((c) => [c.column_name, c.data_type, c.is_nullable]), [
+    ['id', 'bigint', 'NO'],
+    ['name', 'text', 'NO'],
+    ['tag', 'text', 'YES'],
+    ['created_at', 'timestamp with time zone', 'NO']
+  ], `${backend}: columns`)
+  t.match(columns[3]?.column_default, /now\(\)/)
+  const pk = await db.query<{ column_name: string }>(
+    "SELECT a.attname AS column_name FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) WHERE i.indrelid = 'plants'::regclass AND i.indisprimary")
+  t.same(pk.map((r) => r.column_name), ['id'], `${backend}: id is the primary key`)
 })
 
 t.test('instances migrating at once apply each migration once', { skip: process.env.TEST_DATABASE_URL ? false : 'needs TEST_DATABASE_URL (PostgreSQL)' }, async (t) => {
@@ -55,24 +50,4 @@ t.test('instances migrating at once apply each migration once', { skip: process.
   // postgrator keeps a version-0 row for the empty schema; each migration has one row
   const versions = rows.rows.map((r: { version: string | number }) => Number(r.version)).filter((v) => v > 0)
   t.same(versions, [1], 'one row for migration 001')
-})
-
-t.test('npm run migrate applies the migrations once and fails loudly on a bad setting', async (t) => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'plant-migrate-'))
-  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }))
-  // What `npm run migrate` runs, without npm in between.
-  const run = async (env: Record<string, string>) => {
-    const proc = spawnProcess(t, ['node', '--import', 'tsx', 'src/bin/migrate.ts'], root, env)
-    const { code } = await proc.exited
-    return { code, logs: jsonLines(proc.stdout()).lines, stderr: proc.stderr() }
-  }
-  const first = await run({ PGLITE_DATA_DIR: dataDir })
-  t.equal(first.code, 0, 'exit 0')
-  t.ok(first.logs.some((l) => l.msg === 'migrations applied'), 'the first run applies them')
-  const second = await run({ PGLITE_DATA_DIR: dataDir })
-  t.equal(second.code, 0, 'exit 0 again')
-  t.ok(second.logs.some((l) => l.msg === 'schema up to date'), 'the second finds nothing to do')
-  const bad = await run({ DATABASE_URL: 'not a url' })
-  t.not(bad.code, 0, 'a bad setting: non-zero exit')
-  t.match(bad.stderr, /^plant-store: DATABASE_URL: /, 'naming the variable')
 })

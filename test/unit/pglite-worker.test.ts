@@ -1,7 +1,7 @@
 import t from 'tap'
 import { openPglite } from '../../src/store/pglite.js'
 import { pgliteOverThread, STAGE_CHARS, startPgliteThread } from '../../src/store/pglite-worker.js'
-import { isUnavailable, StoreUnavailableError } from '../../src/store/unavailable.js'
+import { isUnavailable, StoreUnavailableError } from '../../src/store/store-errors.js'
 
 // The embedded database on its own thread speaks the store's Db interface
 // as PGlite on the HTTP thread did: exact int8, errors with their SQLSTATE,

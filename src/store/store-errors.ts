@@ -1,10 +1,25 @@
-// Database failures that mean "try again later" rather than "this request is
-// wrong" or "the code is wrong". The error handler answers them with 503.
+// What the store's failures tell a caller. Two differ in what they know:
+// - StoreUnavailableError (503): nothing was stored. The write was never
+//   sent, or the database refused it (the statement failed and its
+//   transaction rolled back). "Try again later", not "this request is wrong".
+// - OutcomeUnknownError (504): the write was sent and not confirmed before
+//   the deadline (a commit waiting for a synchronous standby, a frozen
+//   server, a lost reply). PostgreSQL does not cancel a commit, so it may
+//   land later; replaying the same create tells (a repeated insert is a
+//   replay).
 export class StoreUnavailableError extends Error {
   readonly statusCode = 503
   constructor (message: string, options?: { cause?: unknown }) {
     super(message, options)
     this.name = 'StoreUnavailableError'
+  }
+}
+
+export class OutcomeUnknownError extends Error {
+  readonly statusCode = 504
+  constructor (message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'OutcomeUnknownError'
   }
 }
 
@@ -44,8 +59,11 @@ const unavailableMessages = [
   ...closedMessages
 ]
 
+// Unavailable: the database could not do what was asked. A write whose
+// outcome is unknown is not (its caller must not say "nothing stored").
 export function isUnavailable (err: unknown): boolean {
   if (err instanceof StoreUnavailableError) return true
+  if (err instanceof OutcomeUnknownError) return false
   if (!(err instanceof Error)) return false
   const code = (err as { code?: unknown }).code
   if (typeof code === 'string') {
@@ -58,9 +76,12 @@ export function isUnavailable (err: unknown): boolean {
 // failover, a restart, a cut network), so the same write is worth sending
 // again: not a closed store, and not a deadline of the service's own (a
 // StoreUnavailableError with no database error under it).
+// A write whose outcome is unknown is worth sending again too: its repeat
+// answers what the database holds.
 export function isTransient (err: unknown): boolean {
-  if (!isUnavailable(err) || !(err instanceof Error)) return false
-  const cause = err instanceof StoreUnavailableError ? err.cause : err
+  const unknown = err instanceof OutcomeUnknownError
+  if (!(unknown || isUnavailable(err)) || !(err instanceof Error)) return false
+  const cause = err instanceof StoreUnavailableError || unknown ? err.cause : err
   if (!(cause instanceof Error)) return false
   return !closedMessages.some((m) => cause.message.includes(m))
 }
@@ -69,6 +90,24 @@ export function asStoreError (err: unknown): unknown {
   return isUnavailable(err) && !(err instanceof StoreUnavailableError)
     ? new StoreUnavailableError('The database is unavailable', { cause: err })
     : err
+}
+
+// How a write that was sent failed: a database error of severity ERROR
+// (the statement failed; outside a transaction block nothing of it is
+// committed) is the database's refusal, as asStoreError says. Anything else
+// (no reply in time, a lost connection, a FATAL ending the session, which
+// may come while a commit waits for a standby) may have come after the
+// commit: unknown.
+export function sentWriteError (err: unknown): unknown {
+  const severity = (err as { severity?: unknown } | null)?.severity
+  if (severity === 'ERROR' || notSent(err)) return asStoreError(err)
+  return new OutcomeUnknownError('the write was sent and not confirmed', { cause: err })
+}
+
+// pg refuses a statement on a connection it already knows is broken,
+// before sending anything.
+function notSent (err: unknown): boolean {
+  return err instanceof Error && err.message.includes('is not queryable')
 }
 
 // The SQLSTATE of a database error, or of the one a StoreUnavailableError wraps.
