@@ -1,0 +1,102 @@
+import fp from 'fastify-plugin'
+import underPressure from '@fastify/under-pressure'
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import { sendError } from './error-answers.js'
+
+export interface LoadSheddingOptions {
+  // BODY_LIMIT: the largest body one request may send.
+  bodyLimit: number
+  // Tests lower it to see the loop's delay shed requests.
+  maxEventLoopDelayMs?: number
+}
+
+// Past what the service can answer in time, a new request is answered 503
+// with Retry-After before a byte of its body is read, so the HTTP side
+// never takes on more reading and parsing than the event loop can do while
+// /health/live still answers within its second. Two measures:
+// - the event loop's delay, sampled by @fastify/under-pressure: when it
+//   stays late, every new request only makes it later;
+// - the bytes of bodies in flight: the declared Content-Length of every
+//   admitted request not yet answered (BODY_LIMIT for a chunked one, whose
+//   size is unknown). A body costs the loop more than its reading and
+//   parsing: the store sends it, reads it back, and the answer echoes it;
+//   so it is released when the answer is sent. A burst of large bodies is
+//   admitted a few at a time instead of all at once.
+// Registered in the API's context only: the probes and the docs are never
+// shed. A shed answer leaves the body unread, so it closes the connection
+// (closeIfBodyUnread), and nothing shed reaches the store.
+
+// Creates of BODY_LIMIT that may be in progress at once: a few keep the
+// loop's turns well under the probes' second on 2 busy cores.
+const BODIES_IN_FLIGHT = 4
+// The loop's mean delay over a sample past which it is late: well below
+// the probes' second, and above a moment's stall of a busy machine (the
+// mean over a sample dilutes it).
+const MAX_EVENT_LOOP_DELAY_MS = 250
+const SAMPLE_INTERVAL_MS = 200
+const LATE_READINGS = 3
+// Overload passes in moments once the admitted work is done.
+const RETRY_AFTER_SECONDS = 1
+
+async function loadShedding (fastify: FastifyInstance, { bodyLimit, maxEventLoopDelayMs = MAX_EVENT_LOOP_DELAY_MS }: LoadSheddingOptions): Promise<void> {
+  // Only its sampler: with no threshold given, under-pressure adds no hook
+  // of its own, and the decision (and its Error-shaped answer) is made here,
+  // in one hook with the byte budget.
+  await fastify.register(underPressure, { sampleInterval: SAMPLE_INTERVAL_MS })
+  // The loop is behind when LATE_READINGS readings in a row, a sample
+  // apart, say so. A long turn or two (a large body parsed, start-up's own
+  // work) are over by the time they are measured: shedding after them would
+  // turn away requests the loop is free to serve. A loop that stays late is
+  // overloaded.
+  let behind = false
+  let reading: NodeJS.Timeout | undefined
+  fastify.addHook('onReady', (done) => {
+    let late = 0
+    reading = setInterval(() => {
+      late = fastify.memoryUsage().eventLoopDelay > maxEventLoopDelayMs ? late + 1 : 0
+      behind = late >= LATE_READINGS
+    }, SAMPLE_INTERVAL_MS).unref()
+    done()
+  })
+  fastify.addHook('onClose', (_instance, done) => {
+    clearInterval(reading)
+    done()
+  })
+  const budget = BODIES_IN_FLIGHT * bodyLimit
+  let inFlight = 0
+
+  function admit (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+    if (behind) {
+      shed(reply, 'the event loop is behind')
+      return
+    }
+    const size = bodySize(request, bodyLimit)
+    if (size > 0) {
+      // One body is always admitted, however large: the budget holds several.
+      if (inFlight > 0 && inFlight + size > budget) {
+        shed(reply, 'too many request bodies are in progress')
+        return
+      }
+      inFlight += size
+      reply.raw.once('close', () => { inFlight -= size })
+    }
+    done()
+  }
+
+  fastify.addHook('onRequest', admit)
+}
+
+// The bytes a request's body will hold: its Content-Length (at most
+// BODY_LIMIT: a larger one is refused 413 unread), BODY_LIMIT when it is
+// chunked, 0 when it has none.
+function bodySize (request: FastifyRequest, bodyLimit: number): number {
+  const length = request.headers['content-length']
+  if (length !== undefined) return Math.min(Number(length), bodyLimit)
+  return request.headers['transfer-encoding'] === undefined ? 0 : bodyLimit
+}
+
+function shed (reply: FastifyReply, why: string): void {
+  sendError(reply, 503, `The service is overloaded (${why}); retry after the Retry-After delay`, RETRY_AFTER_SECONDS)
+}
+
+export default fp(loadShedding, { name: 'load-shedding', fastify: '5.x' })
