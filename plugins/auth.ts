@@ -1,46 +1,41 @@
 import fp from 'fastify-plugin'
-import { timingSafeEqual } from 'node:crypto'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { HttpError } from './http-edge/error-answers.js'
+import { hash } from 'node:crypto'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { HttpError } from './error-answers.js'
+import { noteCaller } from './logging/access-log.js'
+import type { AccessTokens, Verdict } from '../src/jwt-verification.js'
 
 export interface AuthOptions {
   tokens: string[]
+  // Static tokens' configured names, by token.
+  names?: ReadonlyMap<string, string> | undefined
+  // JWT access tokens, when AUTH_ISSUER is set.
+  accessTokens?: AccessTokens | undefined
 }
 
 const REALM = 'Bearer realm="plant-store"'
 
-// Compares at a fixed width, with no digest: the candidate's UTF-8 bytes
-// are written into a zero-filled buffer as wide as the longest configured
-// token (MIN_WIDTH at least), and compared with every configured token
-// padded alike, and its byte length with theirs. The same work is done
-// whatever the candidate, so neither the length of a configured token (up
-// to MIN_WIDTH) nor the position of a first differing byte shows in the
-// timing; every token is compared, match or not. A SHA-256 digest per
-// request did the same job, slower (bench/RESULTS.md).
-const MIN_WIDTH = 256
+const digestOf = (token: string): string => hash('sha256', token)
 
-export function tokenMatcher (tokens: string[]): (candidate: string) => boolean {
-  const width = Math.max(MIN_WIDTH, ...tokens.map((token) => Buffer.byteLength(token)))
-  const known = tokens.map((token) => {
-    const padded = Buffer.alloc(width)
-    return { padded, length: padded.write(token) }
-  })
-  const scratch = Buffer.alloc(width)
-  return (candidate) => {
-    // A candidate wider than the buffer is cut short by write(); its
-    // length then differs from every token's. write() never writes part of
-    // a character, and no character takes more than 4 bytes: with 4 bytes
-    // to spare nothing was cut, and what was written is its length.
-    const written = scratch.write(candidate)
-    const length = written <= width - 4 ? written : Buffer.byteLength(candidate)
-    let found = false
-    for (const token of known) found = (timingSafeEqual(token.padded, scratch) && token.length === length) || found
-    // Zero again: no presented token stays in memory between requests.
-    // Only the bytes written can be other than zero; the typed array's own
-    // fill, not Buffer's, which checks its arguments and crosses into C++.
-    Uint8Array.prototype.fill.call(scratch, 0, 0, written)
-    return found
-  }
+// A static token's caller: its configured name, else the start of its
+// digest (non-secret, and stable across restarts).
+export function staticCallerName (token: string, names?: ReadonlyMap<string, string>): string {
+  return names?.get(token) ?? `token-${digestOf(token).slice(0, 12)}`
+}
+
+// Finds a presented token by its SHA-256 digest in a map of the configured
+// tokens' digests: one hash and one lookup whatever the number of tokens,
+// and nothing in the timing depends on how many of a valid token's bytes
+// were guessed (the digest of a near miss shares nothing with the token's).
+export function staticCallers (tokens: string[], names?: ReadonlyMap<string, string>): (candidate: string) => string | undefined {
+  const byDigest = new Map(tokens.map((token) => [digestOf(token), staticCallerName(token, names)]))
+  return (candidate) => byDigest.get(digestOf(candidate))
+}
+
+// The distinct static callers (named tokens may share a name, as the old
+// and the new token of a rotation do).
+export function staticCallerCount (tokens: string[], names?: ReadonlyMap<string, string>): number {
+  return new Set(tokens.map((token) => staticCallerName(token, names))).size
 }
 
 // The token is exactly the bytes after the scheme, whose name is
@@ -70,30 +65,67 @@ function isSpaceOrTab (c: number): boolean {
 
 // RFC 6750: a request that sent a bearer token which is wrong gets
 // error="invalid_token"; one that sent none gets the bare challenge.
-function sentBearerToken (request: FastifyRequest): boolean {
-  return (bearerToken(request.headers.authorization) ?? '').length > 0
-}
-
-function unauthorized (request: FastifyRequest): HttpError {
-  if (sentBearerToken(request)) return new HttpError(401, 'The bearer token is not valid')
+function unauthorized (request: FastifyRequest, reply: FastifyReply, token: string): HttpError {
+  if (token.length > 0) {
+    reply.header('www-authenticate', `${REALM}, error="invalid_token"`)
+    return new HttpError(401, 'The bearer token is not valid')
+  }
+  reply.header('www-authenticate', REALM)
   if (request.headers.authorization === undefined) return new HttpError(401, 'Authorization header missing: send Authorization: Bearer <token>')
   return new HttpError(401, 'Authorization must use the Bearer scheme with a token')
+}
+
+// The answer to a JWT's verdict: the caller noted, or the error to answer.
+function judged (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, scope: string): HttpError | undefined {
+  switch (verdict.kind) {
+    case 'accepted':
+      noteCaller(request, verdict.caller)
+      return undefined
+    case 'insufficient-scope':
+      noteCaller(request, verdict.caller)
+      reply.header('www-authenticate', `${REALM}, error="insufficient_scope", scope="${scope}"`)
+      return new HttpError(403, `The access token lacks the scope ${scope}`)
+    case 'refused': {
+      // Which check failed is for the operator, not the caller.
+      request.log.info({ authFailure: verdict.reason }, 'access token refused')
+      const description = verdict.expired ? 'The access token expired' : 'The access token is not valid'
+      reply.header('www-authenticate', `${REALM}, error="invalid_token", error_description="${description}"`)
+      return new HttpError(401, description)
+    }
+    case 'unavailable':
+      request.log.warn({ authFailure: verdict.reason }, 'no key from the token issuer')
+      return new HttpError(503, 'The token issuer cannot be reached to check the access token; retry after the Retry-After delay', verdict.retryAfterSeconds)
+  }
 }
 
 // Guards every route registered in the same encapsulation context as this
 // plugin; docs and health live outside it. The hook is the project's own:
 // @fastify/bearer-auth finds the scheme only when a space follows it (RFC
 // 7235 allows HTAB), trims the token with trim(), sends no WWW-Authenticate
-// and answers in its own shape, so every part of it was replaced.
+// and answers in its own shape, so every part of it was replaced. Static
+// tokens first; any other token is verified as a JWT when an issuer is
+// configured (src/jwt-verification.ts). Errors go through the one error
+// handler, so they have the Error shape.
 async function authPlugin (fastify: FastifyInstance, opts: AuthOptions): Promise<void> {
   if (opts.tokens.length === 0) throw new Error('auth: at least one token is required')
-  const matches = tokenMatcher(opts.tokens)
+  const callerOf = staticCallers(opts.tokens, opts.names)
+  const accessTokens = opts.accessTokens
+  const scope = accessTokens?.scope ?? ''
   fastify.addHook('onRequest', (request, reply, done) => {
-    if (matches(bearerToken(request.headers.authorization) ?? '')) return done()
-    reply.header('www-authenticate', sentBearerToken(request) ? `${REALM}, error="invalid_token"` : REALM)
-    // Through the one error handler, so the 401 has the Error shape.
-    done(unauthorized(request))
+    const token = bearerToken(request.headers.authorization) ?? ''
+    const caller = token === '' ? undefined : callerOf(token)
+    if (caller !== undefined) {
+      noteCaller(request, caller)
+      return done()
+    }
+    if (accessTokens === undefined || token === '') return done(unauthorized(request, reply, token))
+    const verdict = accessTokens.verify(token)
+    if (!(verdict instanceof Promise)) return done(judged(request, reply, verdict, scope))
+    verdict.then((v) => done(judged(request, reply, v, scope)), done)
   })
+  // Keys fetched ahead of the first JWT; an issuer that is down does not
+  // stop start-up (JWTs answer 503 until keys arrive).
+  if (accessTokens !== undefined) fastify.addHook('onReady', async () => { accessTokens.keys.refresh().catch(() => {}) })
 }
 
 export default fp(authPlugin, { name: 'auth', fastify: '5.x' })

@@ -139,8 +139,48 @@ const SWAGGER_UI_PLUGINS = [
   }
 ]
 
-async function securityHeaders (_request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  reply.headers(DOCS_SECURITY_HEADERS)
+export interface DocsOptions {
+  // With JWT access tokens: the issuer's client-credentials flow, added to
+  // the served document (the committed openapi.json stays without it).
+  oauth?: { scope: string, tokenUrl: () => string | undefined } | undefined
+}
+
+// The document as served: with the client-credentials flow when a token
+// URL is known (AUTH_TOKEN_URL, else the issuer's discovery metadata), so
+// Swagger UI's Authorize can fetch a token; built once per token URL.
+function servedDocument (base: () => unknown, oauth: DocsOptions['oauth']): () => unknown {
+  let built: { url: string, doc: unknown } | undefined
+  return () => {
+    const url = oauth?.tokenUrl()
+    if (oauth === undefined || url === undefined) return base()
+    if (built?.url !== url) built = { url, doc: withClientCredentials(base() as OAuthDocument, url, oauth.scope) }
+    return built.doc
+  }
+}
+
+interface OAuthDocument { components?: { securitySchemes?: Record<string, unknown> }, security?: unknown[] }
+
+function withClientCredentials (doc: OAuthDocument, tokenUrl: string, scope: string): OAuthDocument {
+  const oauth2 = {
+    type: 'oauth2',
+    description: 'An access token of the issuer for a client with the scope ' + scope + ' (OAuth 2.0 client credentials): ' +
+      'the client id and secret come from the team that runs the issuer.',
+    flows: { clientCredentials: { tokenUrl, scopes: { [scope]: 'Add plants to the store' } } }
+  }
+  return {
+    ...doc,
+    components: { ...doc.components, securitySchemes: { ...doc.components?.securitySchemes, oauth2 } },
+    security: [...(doc.security ?? []), { oauth2: [scope] }]
+  }
+}
+
+// The token URL's origin joins connect-src, so Swagger UI may ask it for a token.
+function securityHeaders (oauth: DocsOptions['oauth']) {
+  return async (_request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    reply.headers(DOCS_SECURITY_HEADERS)
+    const url = oauth?.tokenUrl()
+    if (url !== undefined) reply.header('content-security-policy', DOCS_CSP.replace("connect-src 'self'", `connect-src 'self' ${new URL(url).origin}`))
+  }
 }
 
 // The document's own parts; the paths come from the routes' schemas.
@@ -195,7 +235,7 @@ const DOCUMENT: FastifyDynamicSwaggerOptions['openapi'] = {
 
 // Public API documentation: the OpenAPI 3.1.0 document generated from the
 // routes' TypeBox schemas, served at /openapi.json, and Swagger UI at /docs.
-async function docsPlugin (fastify: FastifyInstance): Promise<void> {
+async function docsPlugin (fastify: FastifyInstance, opts: DocsOptions): Promise<void> {
   // At the root (fastify-plugin), so its onRoute hook sees every route
   // registered after it, whatever their context.
   await fastify.register(swagger, {
@@ -211,7 +251,7 @@ async function docsPlugin (fastify: FastifyInstance): Promise<void> {
   // Encapsulated, so the security headers cover the docs pages, Swagger
   // UI's static files and the document, and nothing else.
   await fastify.register(async (docs) => {
-    docs.addHook('onRequest', securityHeaders)
+    docs.addHook('onRequest', securityHeaders(opts.oauth))
     await docs.register(swaggerUi, {
       routePrefix: DOCS_PREFIX,
       // No badge that sends the document to validator.swagger.io.
@@ -229,7 +269,8 @@ async function docsPlugin (fastify: FastifyInstance): Promise<void> {
         displayOperationId: true
       }
     })
-    docs.get('/openapi.json', { schema: { hide: true } }, async () => fastify.swagger())
+    const document = servedDocument(() => fastify.swagger(), opts.oauth)
+    docs.get('/openapi.json', { schema: { hide: true } }, async () => document())
     // A person who opens the service's address lands on the documentation.
     docs.get('/', { schema: { hide: true } }, async (_request, reply) => reply.redirect(DOCS_PREFIX))
   })

@@ -2,11 +2,11 @@ import fp from 'fastify-plugin'
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ErrorBody, NewPlant, Plant } from '../src/schemas.js'
 import { createPlantErrors, createPlantOk } from '../src/answers.js'
-import { HttpError } from '../plugins/http-edge/error-answers.js'
+import { HttpError } from '../plugins/error-answers.js'
 import { requireJson } from '../plugins/json-body/media-type.js'
 import { unstorableField } from '../plugins/json-body/validation.js'
 import type { PlantRecord } from '../src/store/plant-store.js'
-import { noteOutcome } from '../plugins/http-edge/access-log.js'
+import { noteOutcome } from '../plugins/logging/access-log.js'
 
 // One Error response per status of the answers table, described by when it
 // comes and whether a retry is safe.
@@ -18,7 +18,7 @@ const createPlantSchema = {
   operationId: 'createPlant',
   summary: 'Create a plant',
   description: 'Stores a new plant. Safe to retry: a create is idempotent, so sending the same plant again ' +
-    '(after a timeout, a lost connection, a 500 or a 503) answers 200 and changes nothing, and a different ' +
+    '(after a timeout, a lost connection, a 500, a 503 or a 504) answers 200 and changes nothing, and a different ' +
     'plant under a stored id is refused with 409, never overwritten.',
   tags: ['plants'],
   body: Type.Ref(NewPlant),
@@ -33,12 +33,13 @@ function toPlant (record: PlantRecord): Plant {
   return record.tag === undefined ? { name: record.name } : { name: record.name, tag: record.tag }
 }
 
-// POST /plants. What runs before this handler, and in which order: README,
-// "A request's path". The media type is checked in the route's own
+// POST /plants. What runs before this handler, and in which order:
+// docs/architecture.md, "A request's path". The media type is checked in the route's own
 // onRequest: after auth (the context's hooks run first) and before a byte
 // of the body is read. Here: strings the database cannot hold
 // exactly, then the store, whose outcome is the answer (a store that is
-// unavailable throws, and the error handler answers 503).
+// unavailable throws, and the error handler answers 503, or 504 when a
+// write was sent and not confirmed).
 const plantsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.post('/plants', {
     schema: createPlantSchema,
@@ -58,7 +59,7 @@ const plantsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       throw new HttpError(400, `body/${bad} must not contain U+0000 or an unpaired UTF-16 surrogate`)
     }
     const outcome = await fastify.plants.create(tag === undefined ? { id: BigInt(id), name } : { id: BigInt(id), name, tag })
-    // For the access line (plugins/http-edge/access-log.ts), which never holds the
+    // For the access line (plugins/logging/access-log.ts), which never holds the
     // plant's id or data.
     noteOutcome(request, outcome.kind)
     if (outcome.kind === 'conflict') {

@@ -30,6 +30,14 @@ export const Env = Type.Object({
   DB_TIMEOUT_MS: Type.Integer({ minimum: 1, maximum: 600000, default: 5000 }),
   METRICS_PORT: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
   RATE_LIMIT_PER_MINUTE: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000000000 })),
+  // JWT access tokens (plugins/auth.ts, src/jwt-verification.ts).
+  AUTH_ISSUER: Type.Optional(Type.String({ minLength: 1 })),
+  AUTH_AUDIENCE: Type.Optional(Type.String({ minLength: 1 })),
+  AUTH_JWKS_URL: Type.Optional(Type.String({ minLength: 1 })),
+  AUTH_TOKEN_URL: Type.Optional(Type.String({ minLength: 1 })),
+  AUTH_REQUIRED_SCOPE: Type.String({ pattern: '^[\\x21\\x23-\\x5b\\x5d-\\x7e]+$', default: 'plants:write' }),
+  AUTH_CLOCK_SKEW_S: Type.Integer({ minimum: 0, maximum: 600, default: 30 }),
+  AUTH_MAX_CLIENTS: Type.Integer({ minimum: 1, maximum: 1000000, default: 1000 }),
   // OpenTelemetry's own variables. The exporter reads them itself; they are
   // checked here so a typo stops start-up with one line instead of silently
   // exporting nothing.
@@ -50,6 +58,10 @@ export interface Config {
   host: string
   database: { kind: 'postgres', url: string } | { kind: 'pglite', dataDir: string }
   apiTokens: string[]
+  // Names of static tokens (API_TOKENS_FILE lines `NAME TOKEN`), by token.
+  tokenNames?: ReadonlyMap<string, string>
+  // JWT access tokens from an issuer (AUTH_*): unset, static tokens only.
+  auth?: JwtAuthConfig
   bodyLimit: number
   logLevel: Env['LOG_LEVEL']
   // Bounds every database wait (connect, query, pool checkout): past it the
@@ -62,6 +74,22 @@ export interface Config {
   rateLimitPerMinute?: number
   // Spans exported over OTLP/HTTP in this encoding (plugins/telemetry/tracing-plugin.ts).
   tracing?: { protocol: typeof OTLP_PROTOCOLS[number] }
+}
+
+export interface JwtAuthConfig {
+  issuer: string
+  audience: string
+  // Unset: the jwks_uri of the issuer's discovery metadata.
+  jwksUrl?: string
+  // For the OpenAPI document's client-credentials flow; unset: discovery's token_endpoint.
+  tokenUrl?: string
+  requiredScope: string
+  clockSkewS: number
+  // JWT callers the rate limit and the metrics keep apart (beyond the static tokens).
+  maxClients: number
+  // Tests shorten these; the defaults are in src/jwt-verification.ts.
+  jwksCooldownMs?: number
+  fetchTimeoutMs?: number
 }
 
 export class ConfigError extends Error {}
@@ -113,7 +141,9 @@ export function databaseConfig (e: Env): Config['database'] {
 export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig {
   const e = readEnv(env)
   const production = e.NODE_ENV === 'production'
-  const apiTokens = [...splitTokens(e.API_TOKENS ?? ''), ...readTokenFile(e.API_TOKENS_FILE)]
+  const fileTokens = readTokenFile(e.API_TOKENS_FILE)
+  const apiTokens = [...splitTokens(e.API_TOKENS ?? ''), ...fileTokens.map(({ token }) => token)]
+  const tokenNames = new Map(fileTokens.flatMap(({ name, token }) => name === undefined ? [] : [[token, name] as const]))
   let generatedToken: string | undefined
   if (apiTokens.length === 0) {
     if (production) throw new ConfigError('API_TOKENS: no token configured (set API_TOKENS or API_TOKENS_FILE); refusing to start under NODE_ENV=production')
@@ -125,11 +155,14 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
     throw new ConfigError(`METRICS_PORT: must differ from PORT (${e.PORT}); metrics never share the API port`)
   }
   const tracing = tracingConfig(e)
+  const auth = jwtAuthConfig(e)
   const config: Config = {
     port: e.PORT,
     host: e.HOST,
     database: databaseConfig(e),
     apiTokens,
+    ...(tokenNames.size === 0 ? {} : { tokenNames }),
+    ...(auth === undefined ? {} : { auth }),
     bodyLimit: e.BODY_LIMIT,
     logLevel: e.LOG_LEVEL,
     dbTimeoutMs: e.DB_TIMEOUT_MS,
@@ -170,7 +203,49 @@ function splitTokens (text: string): string[] {
   return text.split(/[,\n]/).map((t) => t.trim()).filter((t) => t.length > 0)
 }
 
-function readTokenFile (path: string | undefined): string[] {
+// JWT access tokens need both the issuer and the audience; the issuer's
+// URLs are https (keys and discovery over plain HTTP could be forged on the
+// way), loopback excepted for development and tests.
+function jwtAuthConfig (e: Env): JwtAuthConfig | undefined {
+  if (e.AUTH_ISSUER === undefined) {
+    if (e.AUTH_AUDIENCE !== undefined) throw new ConfigError('AUTH_ISSUER: required with AUTH_AUDIENCE (the issuer whose tokens to accept)')
+    return undefined
+  }
+  if (e.AUTH_AUDIENCE === undefined) throw new ConfigError('AUTH_AUDIENCE: required with AUTH_ISSUER (the audience this service\'s tokens name)')
+  checkIssuerUrl('AUTH_ISSUER', e.AUTH_ISSUER)
+  if (e.AUTH_JWKS_URL !== undefined) checkIssuerUrl('AUTH_JWKS_URL', e.AUTH_JWKS_URL)
+  if (e.AUTH_TOKEN_URL !== undefined) checkIssuerUrl('AUTH_TOKEN_URL', e.AUTH_TOKEN_URL)
+  return {
+    issuer: e.AUTH_ISSUER,
+    audience: e.AUTH_AUDIENCE,
+    ...(e.AUTH_JWKS_URL === undefined ? {} : { jwksUrl: e.AUTH_JWKS_URL }),
+    ...(e.AUTH_TOKEN_URL === undefined ? {} : { tokenUrl: e.AUTH_TOKEN_URL }),
+    requiredScope: e.AUTH_REQUIRED_SCOPE,
+    clockSkewS: e.AUTH_CLOCK_SKEW_S,
+    maxClients: e.AUTH_MAX_CLIENTS
+  }
+}
+
+// https, or plain http to this machine (development, tests).
+export function isSecureUrl (value: string): boolean {
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    return false
+  }
+  if (url.protocol === 'https:') return true
+  const host = url.hostname
+  return url.protocol === 'http:' && (host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host))
+}
+
+function checkIssuerUrl (name: string, value: string): void {
+  if (!isSecureUrl(value)) throw new ConfigError(`${name}: must be an https URL (plain http only on loopback; got ${JSON.stringify(value)})`)
+}
+
+interface FileToken { name?: string, token: string }
+
+function readTokenFile (path: string | undefined): FileToken[] {
   if (path === undefined) return []
   let text: string
   try {
@@ -180,9 +255,16 @@ function readTokenFile (path: string | undefined): string[] {
   }
   // A bearer token never starts with '#' (RFC 6750 b64token), so such lines
   // can explain the file, as the committed example does.
-  const tokens = text.split(/\r?\n/).map((t) => t.trim()).filter((t) => t.length > 0 && !t.startsWith('#'))
-  if (tokens.length === 0) throw new ConfigError(`API_TOKENS_FILE: ${path} holds no token`)
-  return tokens
+  // A line may name its caller first, `NAME TOKEN`: a token never holds a
+  // space, and the name is what logs, metrics and the rate limit show.
+  const lines = text.split(/\r?\n/).map((t) => t.trim()).filter((t) => t.length > 0 && !t.startsWith('#'))
+  if (lines.length === 0) throw new ConfigError(`API_TOKENS_FILE: ${path} holds no token`)
+  return lines.map((line) => {
+    const words = line.split(/[ \t]+/)
+    if (words.length === 1) return { token: line }
+    if (words.length > 2) throw new ConfigError(`API_TOKENS_FILE: a line of ${path} has ${words.length} words (expected TOKEN or NAME TOKEN)`)
+    return { name: words[0] as string, token: words[1] as string }
+  })
 }
 
 function checkDatabaseUrl (url: string): void {

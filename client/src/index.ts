@@ -2,7 +2,7 @@
 // openapi-fetch, typed by the types openapi-typescript generates from the
 // service's openapi.json (src/generated/openapi.ts; `npm run openapi`).
 // What it adds: ids written exactly (bigint or safe integer), every HTTP
-// answer resolved as a value, and optional retries of 503/429.
+// answer resolved as a value, and optional retries of 503/429/504.
 import createClient from 'openapi-fetch'
 import type { components, paths } from './generated/openapi.js'
 import { newPlantJson, type NewPlantInput } from './exact-json.js'
@@ -19,7 +19,7 @@ export type ErrorBody = components['schemas']['Error']
 
 export type CreatePlantResult =
   | { ok: true, status: 200, plant: Plant, requestId: string | undefined }
-  | { ok: false, status: number, error: ErrorBody, retryAfter?: number, requestId: string | undefined }
+  | { ok: false, status: number, error: ErrorBody, retryAfter?: number, requestId: string | undefined, outcome?: 'unknown' }
 
 export interface PlantStoreClientOptions {
   // Where the service runs, e.g. http://127.0.0.1:3000 (no trailing path).
@@ -28,11 +28,12 @@ export interface PlantStoreClientOptions {
   token: string
   // Replaces globalThis.fetch (a proxy agent, a test double).
   fetch?: (input: Request) => Promise<Response>
-  // How many times to send the create again after a 503 or 429 (default 0).
-  // Safe: a create is idempotent, so a plant stored by an earlier attempt
-  // answers 200 (a replay).
+  // How many times to send the create again after a 503, 429 or 504
+  // (default 0). Safe: a create is idempotent, so a plant stored by an
+  // earlier attempt answers 200 (a replay). A 504 left after the retries
+  // has `outcome: 'unknown'`: the plant may be stored; replaying tells.
   retries?: number
-  // Waits longer than this (from Retry-After) are not made: the 503/429 is
+  // Waits longer than this (from Retry-After) are not made: the answer is
   // returned instead. Default 30 s.
   maxRetryWaitMs?: number
 }
@@ -44,8 +45,8 @@ export interface PlantStoreClient {
   createPlant(plant: NewPlantInput): Promise<CreatePlantResult>
 }
 
-const RETRYABLE = new Set([429, 503])
-// When a 503/429 carries no usable Retry-After.
+const RETRYABLE = new Set([429, 503, 504])
+// When a 503/429/504 carries no usable Retry-After.
 const DEFAULT_RETRY_AFTER_SECONDS = 1
 const DEFAULT_MAX_RETRY_WAIT_MS = 30_000
 
@@ -97,7 +98,9 @@ function toResult (response: Response, body: unknown): CreatePlantResult {
     // in it, with the start of what came.
     error: isErrorBody(parsed) ? parsed : { error: response.status, message: `Unexpected answer: ${text.slice(0, 200)}` },
     ...(retryAfter === undefined ? {} : { retryAfter }),
-    requestId
+    requestId,
+    // 504: the write was sent and not confirmed; unknown, replay to learn.
+    ...(response.status === 504 ? { outcome: 'unknown' as const } : {})
   }
 }
 

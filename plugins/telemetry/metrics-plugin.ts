@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { once } from 'node:events'
 import type { FastifyInstance } from 'fastify'
 import { createMetrics, UNMATCHED_ROUTE, type Metrics } from './metrics.js'
-import { errorBody, JSON_CONTENT_TYPE } from '../http-edge/error-answers.js'
+import { errorBody, JSON_CONTENT_TYPE } from '../error-answers.js'
 
 export interface MetricsOptions {
   // METRICS_PORT (0: any free port) on HOST.
@@ -24,6 +24,7 @@ async function metricsPlugin (fastify: FastifyInstance, opts: MetricsOptions): P
 
   fastify.addHook('onResponse', (request, reply, done) => {
     metrics?.observeRequest(request.method, request.routeOptions.url ?? UNMATCHED_ROUTE, reply.statusCode, reply.elapsedTime / 1000)
+    if (request.createOutcome !== null && request.caller !== null) metrics?.observeCreate(request.caller, request.createOutcome)
     done()
   })
 

@@ -1,10 +1,10 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import type { CreateOutcome, StoreObserver, WriterStats } from '../../src/store/plant-store.js'
+import type { AnswerKind, StoreObserver, WriterStats } from '../../src/store/plant-store.js'
 import type { PoolStats } from '../../src/store/db.js'
 
 // What GET /metrics shows (Prometheus text format), in one registry of the
 // service's own: the metric names, labels and buckets live here, the wiring
-// in metrics-plugin.ts. README "Operating" explains each to an on-call person.
+// in metrics-plugin.ts. docs/operations.md explains each to an on-call person.
 
 // The route label of a request no route matched: scanners' URLs all count
 // here, so they cannot grow the label set.
@@ -26,6 +26,8 @@ export interface Metrics {
   registry: Registry
   // One answered request: method, route pattern, status, seconds.
   observeRequest(method: string, route: string, status: number, seconds: number): void
+  // One answered create, by its caller (plugins/auth.ts).
+  observeCreate(caller: string, outcome: AnswerKind): void
   // Counts what the plant store does.
   store: StoreObserver
 }
@@ -35,28 +37,27 @@ export function createMetrics (sources: MetricSources): Metrics {
   const registers = [registry]
   // Event-loop lag, heap, GC, CPU, file descriptors.
   collectDefaultMetrics({ register: registry })
-
-  const duration = new Histogram({
-    name: 'http_request_duration_seconds',
-    help: 'Time from the request\'s arrival to its answer, by method, route pattern and status code',
-    labelNames: ['method', 'route', 'status_code'] as const,
-    buckets: DURATION_BUCKETS,
-    registers
-  })
-  // The label children, looked up once per method, route and status.
-  const durationByLabels = new Map<string, Histogram.Internal<'method' | 'route' | 'status_code'>>()
+  const observeRequest = requestDuration(registers)
 
   const creates = new Counter({
     name: 'plant_store_creates_total',
-    help: 'Creates the database answered: created (a new row), replayed (the same plant was stored), conflict (a different one was)',
+    help: 'Creates answered from the database: created (a new row), replayed (the same plant was stored), conflict (a different one was), unknown (sent and not confirmed in time: 504)',
     labelNames: ['outcome'] as const,
     registers
   })
-  const byOutcome: Record<CreateOutcome['kind'], Counter.Internal> = {
+  const byOutcome: Record<AnswerKind, Counter.Internal> = {
     created: creates.labels('created'),
     replayed: creates.labels('replayed'),
-    conflict: creates.labels('conflict')
+    conflict: creates.labels('conflict'),
+    unknown: creates.labels('unknown')
   }
+  const byCaller = new Counter({
+    name: 'plant_store_creates_by_caller_total',
+    help: `Answered creates by caller (a static token's name or digest, a JWT's client_id; past ${MAX_CALLER_LABELS} callers, "${OTHER_CALLER}") and outcome`,
+    labelNames: ['caller', 'outcome'] as const,
+    registers
+  })
+  const callerLabel = boundedLabel(MAX_CALLER_LABELS, OTHER_CALLER)
   const batchSize = new Histogram({
     name: 'plant_store_write_batch_size',
     help: 'Creates written by one database write (the batching writer gathers the creates that arrive together)',
@@ -68,31 +69,64 @@ export function createMetrics (sources: MetricSources): Metrics {
     help: 'Creates refused with 503 because 10,000 creates were already waiting for the database',
     registers
   })
-  gauge(registry, 'plant_store_write_queue_depth', 'Creates waiting for a database write now', () => sources.writer().queueDepth)
-  gauge(registry, 'plant_store_writes_in_flight', 'Database writes running now', () => sources.writer().inFlight)
-  const pool = sources.pool
-  if (pool !== undefined) {
-    gauge(registry, 'plant_store_db_pool_connections', 'PostgreSQL connections open', () => pool().total)
-    gauge(registry, 'plant_store_db_pool_idle_connections', 'PostgreSQL connections open and idle', () => pool().idle)
-    gauge(registry, 'plant_store_db_pool_waiting_clients', 'Queries waiting for a PostgreSQL connection', () => pool().waiting)
-  }
+  scrapedGauges(registry, sources)
 
   return {
     registry,
-    observeRequest (method, route, status, seconds) {
-      const key = `${method} ${status} ${route}`
-      let child = durationByLabels.get(key)
-      if (child === undefined) {
-        child = duration.labels(method, route, String(status))
-        durationByLabels.set(key, child)
-      }
-      child.observe(seconds)
-    },
+    observeRequest,
+    observeCreate: (caller, outcome) => byCaller.labels(callerLabel(caller), outcome).inc(),
     store: {
       answered: (kind) => byOutcome[kind].inc(),
       rejectedFull: () => rejectedFull.inc(),
       batchStarted: (batch) => batchSize.observe(batch.creates.length)
     }
+  }
+}
+
+function requestDuration (registers: Registry[]): Metrics['observeRequest'] {
+  const duration = new Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'Time from the request\'s arrival to its answer, by method, route pattern and status code',
+    labelNames: ['method', 'route', 'status_code'] as const,
+    buckets: DURATION_BUCKETS,
+    registers
+  })
+  // The label children, looked up once per method, route and status: this
+  // runs on every request.
+  const byLabels = new Map<string, Histogram.Internal<'method' | 'route' | 'status_code'>>()
+  return (method, route, status, seconds) => {
+    const key = `${method} ${status} ${route}`
+    let child = byLabels.get(key)
+    if (child === undefined) {
+      child = duration.labels(method, route, String(status))
+      byLabels.set(key, child)
+    }
+    child.observe(seconds)
+  }
+}
+
+function scrapedGauges (registry: Registry, sources: MetricSources): void {
+  gauge(registry, 'plant_store_write_queue_depth', 'Creates waiting for a database write now', () => sources.writer().queueDepth)
+  gauge(registry, 'plant_store_writes_in_flight', 'Database writes running now', () => sources.writer().inFlight)
+  const pool = sources.pool
+  if (pool === undefined) return
+  gauge(registry, 'plant_store_db_pool_connections', 'PostgreSQL connections open', () => pool().total)
+  gauge(registry, 'plant_store_db_pool_idle_connections', 'PostgreSQL connections open and idle', () => pool().idle)
+  gauge(registry, 'plant_store_db_pool_waiting_clients', 'Queries waiting for a PostgreSQL connection', () => pool().waiting)
+}
+
+// Callers are named by configuration and by the issuer's clients: the first
+// ones seen keep their own label, the rest share one, so the series stay few.
+const MAX_CALLER_LABELS = 100
+const OTHER_CALLER = 'other'
+
+function boundedLabel (max: number, other: string): (value: string) => string {
+  const seen = new Set<string>()
+  return (value) => {
+    if (seen.has(value)) return value
+    if (seen.size >= max || value === other) return other
+    seen.add(value)
+    return value
   }
 }
 

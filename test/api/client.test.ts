@@ -161,6 +161,17 @@ forEachBackend(t, 'the client against the service', async (t, backend) => {
     t.equal(busy.arrivals.length, 3, 'the first attempt and 2 retries')
   })
 
+  t.test('a 504 is surfaced as outcome unknown, and a replay tells', async (t) => {
+    const front = await refusingFront(t, baseUrl, 504, '0', 1)
+    const unknown = await createPlantStoreClient({ baseUrl: front.url, token: TOKEN }).createPlant({ id: 25, name: 'unknown' })
+    t.match(unknown, { ok: false, status: 504, outcome: 'unknown', retryAfter: 0, error: { error: 504 } })
+    t.match(await createPlantStoreClient({ baseUrl: front.url, token: TOKEN }).createPlant({ id: 25, name: 'unknown' }), { ok: true, status: 200 }, 'the replay answers')
+
+    const again = await refusingFront(t, baseUrl, 504, '0', 1)
+    t.match(await createPlantStoreClient({ baseUrl: again.url, token: TOKEN, retries: 1 }).createPlant({ id: 26, name: 'replayed' }), { ok: true, status: 200 }, 'retries replay a 504')
+    t.equal(again.arrivals.length, 2)
+  })
+
   t.test('no retries unless asked, and none past maxRetryWaitMs', async (t) => {
     const once = await refusingFront(t, baseUrl, 503, '0', 1)
     t.match(await createPlantStoreClient({ baseUrl: once.url, token: TOKEN }).createPlant({ id: 23, name: 'x' }), { ok: false, status: 503, retryAfter: 0 })

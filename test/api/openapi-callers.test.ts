@@ -27,7 +27,7 @@ forEachBackend(t, 'the document for callers', async (t, backend) => {
   })
 
   t.test('headers: X-Request-Id on every answer, and each status its own', async (t) => {
-    const own: Record<string, string[]> = { 401: ['WWW-Authenticate'], 405: ['Allow'], 429: ['Retry-After'], 503: ['Retry-After'] }
+    const own: Record<string, string[]> = { 401: ['WWW-Authenticate'], 405: ['Allow'], 429: ['Retry-After'], 503: ['Retry-After'], 504: ['Retry-After'] }
     for (const status of Object.keys(responses)) {
       t.same(headerNames(status), ['X-Request-Id', ...(own[status] ?? [])].sort(), `${status} headers`)
       for (const [name, header] of Object.entries(responses[status]?.headers as Json)) {
@@ -60,6 +60,7 @@ forEachBackend(t, 'the document for callers', async (t, backend) => {
       t.match(response.description, /retry|again/i, `${status} says whether to retry`)
     }
     t.match(responses['503']?.description, /safe to retry after the Retry-After/i)
+    t.match(responses['504']?.description, /outcome is unknown.*Replay the same create/is)
     t.match(responses['409']?.description, /retrying answers 409 again/i)
     t.match(responses['400']?.description, /do not retry unchanged/i)
   })

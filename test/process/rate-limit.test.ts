@@ -38,7 +38,7 @@ t.test('past the limit: 429 with Retry-After in the Error shape, per token', asy
   const body = JSON.parse(refused.body) as Record<string, unknown>
   t.same(Object.keys(body).sort(), ['error', 'message'], 'exactly error and message')
   t.equal(body.error, 429)
-  t.match(body.message, /this token may make 3 a minute/)
+  t.match(body.message, /this caller may make 3 a minute/)
   const retryAfter = Number(refused.headers['retry-after'])
   t.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After ${String(refused.headers['retry-after'])} is 1-60 seconds`)
   t.equal(refused.headers.connection, 'close', 'answered before the body was read')

@@ -111,3 +111,41 @@ t.test('a token file with no token is refused', async (t) => {
   writeFileSync(file, '\n\n')
   t.throws(() => loadConfig({ API_TOKENS_FILE: file }), /^API_TOKENS_FILE: .* holds no token/)
 })
+
+t.test('API_TOKENS_FILE lines may name their caller: NAME TOKEN', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'plant-config-'))
+  const file = join(dir, 'tokens')
+  writeFileSync(file, '# billing rotates monthly\nbilling  tok-new\nbilling\ttok-old\nanonymous-token\n')
+  const { config } = loadConfig({ API_TOKENS_FILE: file, API_TOKENS: 'from-env' })
+  t.same(config.apiTokens, ['from-env', 'tok-new', 'tok-old', 'anonymous-token'])
+  t.same([...config.tokenNames ?? []], [['tok-new', 'billing'], ['tok-old', 'billing']])
+  writeFileSync(file, 'a b c\n')
+  t.throws(() => loadConfig({ API_TOKENS_FILE: file }), /^API_TOKENS_FILE: a line of .* has 3 words \(expected TOKEN or NAME TOKEN\)$/)
+})
+
+t.test('JWT access tokens: AUTH_* read and checked', async (t) => {
+  t.equal(loadConfig({ API_TOKENS: 'a' }).config.auth, undefined, 'off unless AUTH_ISSUER is set')
+  const { config } = loadConfig({ API_TOKENS: 'a', AUTH_ISSUER: 'https://id.example.test/', AUTH_AUDIENCE: 'plant-store' })
+  t.same(config.auth, { issuer: 'https://id.example.test/', audience: 'plant-store', requiredScope: 'plants:write', clockSkewS: 30, maxClients: 1000 })
+  const all = loadConfig({
+    API_TOKENS: 'a',
+    AUTH_ISSUER: 'http://127.0.0.1:9000',
+    AUTH_AUDIENCE: 'plants',
+    AUTH_JWKS_URL: 'http://localhost:9000/jwks',
+    AUTH_TOKEN_URL: 'https://id.example.test/token',
+    AUTH_REQUIRED_SCOPE: 'plants:create',
+    AUTH_CLOCK_SKEW_S: '5',
+    AUTH_MAX_CLIENTS: '20'
+  }).config.auth
+  t.same(all, { issuer: 'http://127.0.0.1:9000', audience: 'plants', jwksUrl: 'http://localhost:9000/jwks', tokenUrl: 'https://id.example.test/token', requiredScope: 'plants:create', clockSkewS: 5, maxClients: 20 }, 'plain http on loopback')
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [{ AUTH_ISSUER: 'http://id.example.test', AUTH_AUDIENCE: 'p' }, /^AUTH_ISSUER: must be an https URL/],
+    [{ AUTH_ISSUER: 'not a url', AUTH_AUDIENCE: 'p' }, /^AUTH_ISSUER: must be an https URL/],
+    [{ AUTH_ISSUER: 'https://id.example.test', AUTH_AUDIENCE: 'p', AUTH_JWKS_URL: 'http://id.example.test/jwks' }, /^AUTH_JWKS_URL: must be an https URL/],
+    [{ AUTH_ISSUER: 'https://id.example.test' }, /^AUTH_AUDIENCE: required with AUTH_ISSUER/],
+    [{ AUTH_AUDIENCE: 'p' }, /^AUTH_ISSUER: required with AUTH_AUDIENCE/],
+    [{ AUTH_ISSUER: 'https://id.example.test', AUTH_AUDIENCE: 'p', AUTH_CLOCK_SKEW_S: '-1' }, /^AUTH_CLOCK_SKEW_S: /],
+    [{ AUTH_ISSUER: 'https://id.example.test', AUTH_AUDIENCE: 'p', AUTH_REQUIRED_SCOPE: 'a b' }, /^AUTH_REQUIRED_SCOPE: /]
+  ]
+  for (const [env, message] of cases) t.throws(() => loadConfig({ API_TOKENS: 'a', ...env }), message, JSON.stringify(env))
+})

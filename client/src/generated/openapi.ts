@@ -15,7 +15,7 @@ export interface paths {
         put?: never;
         /**
          * Create a plant
-         * @description Stores a new plant. Safe to retry: a create is idempotent, so sending the same plant again (after a timeout, a lost connection, a 500 or a 503) answers 200 and changes nothing, and a different plant under a stored id is refused with 409, never overwritten.
+         * @description Stores a new plant. Safe to retry: a create is idempotent, so sending the same plant again (after a timeout, a lost connection, a 500, a 503 or a 504) answers 200 and changes nothing, and a different plant under a stored id is refused with 409, never overwritten.
          */
         post: operations["createPlant"];
         delete?: never;
@@ -212,7 +212,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description This token has made as many creates this minute as the service allows (only when the service is configured with a limit; the body is not read). Nothing was stored. Safe to retry after the Retry-After delay, when the token's minute is over. */
+            /** @description This caller (a static token's name, a JWT's client_id) has made as many creates this minute as the service allows (only when the service is configured with a limit; the body is not read). Nothing was stored. Safe to retry after the Retry-After delay, when the caller's minute is over. */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -223,7 +223,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": 429,
-                     *       "message": "Too many creates: this token may make 600 a minute; retry after the Retry-After delay"
+                     *       "message": "Too many creates: this caller may make 600 a minute; retry after the Retry-After delay"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -261,7 +261,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The database is unreachable or too slow, too many creates are waiting, or the service is shutting down. Safe to retry after the Retry-After delay: a 503 stored nothing; in the one case where the outcome of a write is unknown (the database connection dropped mid-statement), the retry answers 200 if the plant was stored. */
+            /** @description The database is unreachable or too slow, too many creates are waiting, the service is overloaded (the body is not read) or shutting down, or the issuer's keys cannot be had to check a JWT. Nothing was stored. Safe to retry after the Retry-After delay. */
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -273,6 +273,23 @@ export interface operations {
                      * @example {
                      *       "error": 503,
                      *       "message": "The database is unavailable; retry later"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The write was sent to the database and not confirmed in time (a commit waiting for a synchronous standby, a frozen database, a lost reply): the outcome is unknown, the plant may or may not be stored. Replay the same create after the Retry-After delay: it tells (200 if the plant is stored, by this request or the replay; 409 if a different plant is). Never assume it was not stored. */
+            504: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": 504,
+                     *       "message": "The database did not confirm the write in time: outcome unknown; replaying this create tells"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];

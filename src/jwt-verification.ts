@@ -1,0 +1,210 @@
+import { hash } from 'node:crypto'
+import {
+  createLocalJWKSet, decodeJwt, decodeProtectedHeader, errors, jwtVerify,
+  type JSONWebKeySet, type JWTPayload, type JWTVerifyGetKey
+} from 'jose'
+import { isSecureUrl, type JwtAuthConfig } from './config.js'
+
+// JWT access tokens (RFC 9068, checked as RFC 8725 advises) verified with
+// jose against the issuer's key set, which is kept here: jose's remote set
+// throws once its cache is too old and a refresh fails, and the contract
+// asks for the last good set to keep working.
+
+// Asymmetric only: `none` and HMAC (whose "key" would be the issuer's
+// public key, known to everyone) are never accepted.
+export const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519']
+// Far above any access token an issuer makes; a bigger one is refused
+// before anything is decoded or fetched.
+export const MAX_TOKEN_LENGTH = 8192
+const COOLDOWN_MS = 30_000
+const FETCH_TIMEOUT_MS = 5_000
+// A set older than this is refreshed in the background, still used meanwhile.
+const MAX_AGE_MS = 10 * 60_000
+const REMEMBERED_TOKENS = 10_000
+
+export type Verdict =
+  | { kind: 'accepted', caller: string }
+  | { kind: 'insufficient-scope', caller: string }
+  // `reason` is for the log: which check failed, never the token.
+  | { kind: 'refused', expired: boolean, reason: string }
+  | { kind: 'unavailable', retryAfterSeconds: number, reason: string }
+
+// No usable key, because the issuer did not answer.
+class IssuerUnavailable extends Error {}
+
+interface IssuerKeysOptions { issuer: string, jwksUrl?: string, cooldownMs: number, timeoutMs: number }
+
+// The issuer's key set: fetched when first needed, refetched for an unknown
+// kid at most once per cooldown (one fetch in flight), each fetch (discovery
+// and keys) bounded by the timeout; a failed fetch keeps the last good set.
+export class IssuerKeys {
+  readonly #opts: IssuerKeysOptions
+  #keys: JWTVerifyGetKey | undefined
+  #fetchedAt = 0
+  #lastAttempt = Number.NEGATIVE_INFINITY
+  #lastError: string | undefined
+  #inFlight: Promise<void> | undefined
+  #jwksUrl: string | undefined
+  #tokenEndpoint: string | undefined
+
+  constructor (opts: IssuerKeysOptions) {
+    this.#opts = opts
+    this.#jwksUrl = opts.jwksUrl
+  }
+
+  // From discovery, once it has been read.
+  get tokenEndpoint (): string | undefined { return this.#tokenEndpoint }
+
+  // Seconds until another fetch may be tried.
+  retryAfterSeconds (now = Date.now()): number {
+    return Math.max(1, Math.ceil((this.#lastAttempt + this.#opts.cooldownMs - now) / 1000))
+  }
+
+  // Fetches unless one was tried within the cooldown; never throws.
+  async refresh (): Promise<void> {
+    if (this.#inFlight !== undefined) return await this.#inFlight
+    if (Date.now() - this.#lastAttempt < this.#opts.cooldownMs) return
+    this.#lastAttempt = Date.now()
+    this.#inFlight = this.#fetch().then((jwks) => {
+      this.#keys = createLocalJWKSet(jwks)
+      this.#fetchedAt = Date.now()
+      this.#lastError = undefined
+    }, (err: unknown) => {
+      this.#lastError = err instanceof Error ? err.message : String(err)
+    }).finally(() => { this.#inFlight = undefined })
+    return await this.#inFlight
+  }
+
+  // jose's key lookup, over the last good set.
+  readonly getKey: JWTVerifyGetKey = async (header, token) => {
+    if (this.#keys === undefined) await this.refresh()
+    else if (Date.now() - this.#fetchedAt > MAX_AGE_MS) this.refresh().catch(() => {})
+    const keys = this.#keys
+    if (keys === undefined) throw new IssuerUnavailable(`no key set from the issuer: ${this.#lastError ?? 'not fetched yet'}`)
+    try {
+      return await keys(header, token)
+    } catch (err) {
+      if (!(err instanceof errors.JWKSNoMatchingKey)) throw err
+      await this.refresh()
+      // The issuer did not answer the last fetch: the kid may be new.
+      if (this.#lastError !== undefined) throw new IssuerUnavailable(`kid ${JSON.stringify(header.kid)} unknown and the issuer did not answer: ${this.#lastError}`)
+      if (this.#keys === keys) throw err
+      return await (this.#keys as JWTVerifyGetKey)(header, token)
+    }
+  }
+
+  async #fetch (): Promise<JSONWebKeySet> {
+    const signal = AbortSignal.timeout(this.#opts.timeoutMs)
+    if (this.#jwksUrl === undefined) {
+      const metadata = await fetchJson(`${this.#opts.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, signal)
+      if (metadata.issuer !== this.#opts.issuer) throw new Error(`discovery names issuer ${JSON.stringify(metadata.issuer)}`)
+      if (typeof metadata.jwks_uri !== 'string' || !isSecureUrl(metadata.jwks_uri)) throw new Error('discovery gives no https jwks_uri')
+      if (typeof metadata.token_endpoint === 'string') this.#tokenEndpoint = metadata.token_endpoint
+      this.#jwksUrl = metadata.jwks_uri
+    }
+    const jwks = await fetchJson(this.#jwksUrl, signal)
+    if (!Array.isArray(jwks.keys)) throw new Error('the key set has no keys array')
+    return jwks as unknown as JSONWebKeySet
+  }
+}
+
+async function fetchJson (url: string, signal: AbortSignal): Promise<Record<string, unknown>> {
+  const res = await fetch(url, { signal, redirect: 'error', headers: { accept: 'application/json' } })
+  if (!res.ok) throw new Error(`${url} answered ${res.status}`)
+  const body = await res.json() as unknown
+  if (typeof body !== 'object' || body === null) throw new Error(`${url} answered no JSON object`)
+  return body as Record<string, unknown>
+}
+
+type Remembered = Extract<Verdict, { caller: string }> & { expiresAt: number }
+
+export class AccessTokens {
+  readonly keys: IssuerKeys
+  readonly #config: JwtAuthConfig
+  // Verified tokens by SHA-256 digest, oldest first.
+  readonly #remembered = new Map<string, Remembered>()
+
+  constructor (config: JwtAuthConfig) {
+    this.#config = config
+    this.keys = new IssuerKeys({
+      issuer: config.issuer,
+      ...(config.jwksUrl === undefined ? {} : { jwksUrl: config.jwksUrl }),
+      cooldownMs: config.jwksCooldownMs ?? COOLDOWN_MS,
+      timeoutMs: config.fetchTimeoutMs ?? FETCH_TIMEOUT_MS
+    })
+  }
+
+  // The scope a create needs.
+  get scope (): string { return this.#config.requiredScope }
+
+  // A remembered token is answered at once, without a signature check.
+  verify (token: string): Verdict | Promise<Verdict> {
+    const digest = hash('sha256', token, 'base64url')
+    const known = this.#remembered.get(digest)
+    if (known !== undefined) {
+      if (Date.now() < known.expiresAt) return known
+      this.#remembered.delete(digest)
+      return { kind: 'refused', expired: true, reason: 'exp: the remembered token expired' }
+    }
+    const malformed = this.#precheck(token)
+    if (malformed !== undefined) return { kind: 'refused', expired: false, reason: malformed }
+    return this.#verifySigned(token, digest)
+  }
+
+  // What can be told without a key: a token that fails here never makes the
+  // service fetch the issuer's keys.
+  #precheck (token: string): string | undefined {
+    if (token.length > MAX_TOKEN_LENGTH) return `longer than ${MAX_TOKEN_LENGTH} characters`
+    try {
+      const header = decodeProtectedHeader(token)
+      if (typeof header.alg !== 'string' || !ALGORITHMS.includes(header.alg)) return `alg ${JSON.stringify(header.alg)} not allowed`
+      if (typeof header.typ !== 'string' || !/^(application\/)?at\+jwt$/i.test(header.typ)) return `typ ${JSON.stringify(header.typ)} is not at+jwt`
+      const iss = decodeJwt(token).iss
+      if (iss !== this.#config.issuer) return `iss ${JSON.stringify(iss)} is not the issuer`
+    } catch (err) {
+      return `malformed: ${(err as Error).message}`
+    }
+    return undefined
+  }
+
+  async #verifySigned (token: string, digest: string): Promise<Verdict> {
+    const { issuer, audience, clockSkewS } = this.#config
+    let payload: JWTPayload
+    try {
+      ({ payload } = await jwtVerify(token, this.keys.getKey, {
+        issuer,
+        audience,
+        algorithms: ALGORITHMS,
+        typ: 'at+jwt',
+        clockTolerance: clockSkewS,
+        requiredClaims: ['exp', 'iat', 'sub', 'client_id']
+      }))
+    } catch (err) {
+      if (err instanceof IssuerUnavailable) return { kind: 'unavailable', retryAfterSeconds: this.keys.retryAfterSeconds(), reason: err.message }
+      return { kind: 'refused', expired: err instanceof errors.JWTExpired, reason: (err as Error).message }
+    }
+    const verdict = this.#judge(payload)
+    if (verdict.kind === 'accepted' || verdict.kind === 'insufficient-scope') this.#remember(digest, verdict, payload.exp as number)
+    return verdict
+  }
+
+  // The claims jose leaves to the caller: iat not in the future, sub and
+  // client_id as strings, the scope a create needs.
+  #judge (payload: JWTPayload): Verdict {
+    const { clockSkewS, requiredScope } = this.#config
+    if ((payload.iat as number) > Date.now() / 1000 + clockSkewS) return { kind: 'refused', expired: false, reason: 'iat is in the future' }
+    const clientId = payload.client_id
+    if (typeof payload.sub !== 'string' || payload.sub === '') return { kind: 'refused', expired: false, reason: 'sub is not a string' }
+    if (typeof clientId !== 'string' || clientId === '') return { kind: 'refused', expired: false, reason: 'client_id is not a string' }
+    const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ') : []
+    return { kind: scopes.includes(requiredScope) ? 'accepted' : 'insufficient-scope', caller: clientId }
+  }
+
+  #remember (digest: string, verdict: Extract<Verdict, { caller: string }>, exp: number): void {
+    if (this.#remembered.size >= REMEMBERED_TOKENS) {
+      const oldest = this.#remembered.keys().next().value
+      if (oldest !== undefined) this.#remembered.delete(oldest)
+    }
+    this.#remembered.set(digest, { ...verdict, expiresAt: (exp + this.#config.clockSkewS) * 1000 })
+  }
+}
