@@ -4,12 +4,13 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { root } from '../support/processes.js'
 
-// A Docker engine for the container test, the way CI and people get one:
+// A Docker engine for the container and compose tests, the way CI and people
+// get one:
 //   eval "$(../shared/tools/docker-up.sh node:26-bookworm-slim)"
-// The script starts dockerd with no bridge network (every container runs with
-// --network host, every build with --network host) and makes the base images
-// exist. Its stdout is `export NAME=value` lines, applied here to
-// process.env; its progress goes to stderr.
+// The script starts dockerd with a bridge network that reaches no outside
+// network (so every build that runs npm ci uses the host network) and makes
+// the named images exist. Its stdout is `export NAME=value` lines, applied
+// here to process.env; its progress goes to stderr.
 // The image is the Dockerfile's own base (every stage uses the same one, which
 // test/deploy/dockerfile.test.ts checks), so the Node line is pinned only there.
 export const BASE_IMAGE = /^FROM\s+(\S+)/m.exec(readFileSync(join(root, 'Dockerfile'), 'utf8'))?.[1] ?? 'no FROM in the Dockerfile'
@@ -19,9 +20,9 @@ const DOCKER_UP = process.env.DOCKER_UP_SCRIPT ?? join(root, '..', 'shared', 'to
 
 export type Engine = { ok: true } | { ok: false, reason: string }
 
-export function dockerUp (): Engine {
+export function dockerUp (images: string[] = [BASE_IMAGE]): Engine {
   if (!existsSync(DOCKER_UP)) return { ok: false, reason: `${DOCKER_UP} is missing` }
-  const run = spawnSync('bash', [DOCKER_UP, BASE_IMAGE], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 15 * 60_000 })
+  const run = spawnSync('bash', [DOCKER_UP, ...images], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 15 * 60_000 })
   process.stderr.write(run.stderr ?? '')
   if (run.status !== 0) {
     const why = (run.stderr ?? '').trim().split('\n').at(-1) ?? ''
@@ -35,11 +36,12 @@ export function dockerUp (): Engine {
 
 export interface Run { code: number, stdout: string, stderr: string, ms: number }
 
-// The docker CLI; never throws for a non-zero exit, which tests look at.
-export async function docker (args: string[], timeoutMs = 120_000): Promise<Run> {
+// The docker CLI (in cwd, with env added to this process's); never throws
+// for a non-zero exit, which tests look at.
+export async function docker (args: string[], timeoutMs = 120_000, opts: { cwd?: string, env?: Record<string, string> } = {}): Promise<Run> {
   const started = performance.now()
   return await new Promise((resolve) => {
-    execFile('docker', args, { cwd: root, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, killSignal: 'SIGKILL' }, (err, stdout, stderr) => {
+    execFile('docker', args, { cwd: opts.cwd ?? root, env: { ...process.env, ...opts.env }, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, killSignal: 'SIGKILL' }, (err, stdout, stderr) => {
       const code = err === null ? 0 : typeof err.code === 'number' ? err.code : -1
       resolve({ code, stdout, stderr: stderr + (err !== null && typeof err.code !== 'number' ? `\n${err.message}` : ''), ms: performance.now() - started })
     })
