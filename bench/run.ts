@@ -27,6 +27,9 @@
 //       (with BENCH_SAME_PROCESS=1, one profile per target whose answers the
 //       bench prints; otherwise one per round, its answers not printed)
 //       (read with bench/profile-summary.ts; its figures are not representative)
+//       "postgres-jwt": the service with AUTH_ISSUER, its load sending one
+//       cached JWT access token instead of a static token (in the default
+//       set beside "postgres"; "pglite-jwt" on request)
 //   BENCH_OPERATING=1  also each database's service with metrics on and with
 //       spans exported to a local OTLP sink ("postgres+metrics", …)
 //   BENCH_NODE_FLAGS  also each database's service with these NODE_OPTIONS
@@ -45,6 +48,7 @@ import { cpuSeconds, cpuSecondsOf } from './cpu.js'
 import { checkWrk, createLoad, type Load, type LoadResult } from './load.js'
 import { createPgliteDatabase, createPostgresDatabase, type BenchDatabase } from './databases.js'
 import { startOtlpSink } from './otlp-sink.js'
+import { startBenchIssuer, type BenchIssuer } from './jwt-issuer.js'
 import { startLivenessProbe } from '../test/support/liveness-probe.js'
 import { CHECKS, mb, printDrift, printPhase, type Phase, type Round, type Target } from './report.js'
 
@@ -85,12 +89,14 @@ interface Running extends Target {
   other: Record<string, number>
   errors: number
   resent: number
+  // The bearer token its load sends, when not the bench's static one.
+  token?: string
 }
 
 // The highest resident set any of the target's processes reached.
 const peakRss = (target: Running): number => Math.max(...target.servers.map((server) => server.peakRss()))
 
-const wanted = (name: string): boolean => only === undefined ? !['echo', 'pglite-warn'].includes(name) : only.includes(name)
+const wanted = (name: string): boolean => only === undefined ? !['echo', 'pglite-warn', 'pglite-jwt'].includes(name) : only.includes(name)
 
 function record (target: Running, result: LoadResult): void {
   target.ok += result.ok + result.storedEarlier
@@ -105,7 +111,7 @@ function record (target: Running, result: LoadResult): void {
 const token = randomBytes(18).toString('base64url')
 
 // wrk against the target's current process.
-const load = (target: Running, connections: number): Load => createLoad(target.server.url, token, connections)
+const load = (target: Running, connections: number): Load => createLoad(target.server.url, target.token ?? token, connections)
 
 async function warmUp (target: Running, connections: number): Promise<void> {
   record(target, await load(target, connections).run(warmupSeconds))
@@ -208,8 +214,9 @@ async function printLogBytes (targets: Running[]): Promise<void> {
 
 // The service's targets on each database: [name suffix, environment, the
 // service's entry point].
-function serviceVariants (otlpSinkUrl: string | undefined): Array<[string, Record<string, string>, string?]> {
+function serviceVariants (otlpSinkUrl: string | undefined, issuer: BenchIssuer | undefined): Array<[string, Record<string, string>, string?]> {
   const variants: Array<[string, Record<string, string>, string?]> = [['', {}], ['-warn', { LOG_LEVEL: 'warn' }]]
+  if (issuer !== undefined) variants.push(['-jwt', issuer.env])
   if (otlpSinkUrl !== undefined) {
     variants.push(['+metrics', { METRICS_PORT: '0' }])
     variants.push(['+tracing', { OTEL_EXPORTER_OTLP_ENDPOINT: otlpSinkUrl }])
@@ -224,6 +231,22 @@ function serviceVariants (otlpSinkUrl: string | undefined): Array<[string, Recor
     variants.push([`+${name}`, {}, entry])
   }
   return variants
+}
+
+// A create with a remembered JWT against one with a static token: the
+// server's CPU per answer, same rounds (the issue's target: within 3 µs).
+function printJwtCost (phases: Phase[], targets: Running[]): void {
+  const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN
+  for (const jwt of targets.filter((t) => t.name.endsWith('-jwt'))) {
+    const plain = targets.find((t) => t.name === jwt.name.slice(0, -'-jwt'.length))
+    if (plain === undefined) continue
+    for (const phase of phases) {
+      const cpu = (t: Running): number => median((phase.rounds.get(t) ?? []).map((r) => r.cpu.server))
+      const extra = cpu(jwt) - cpu(plain)
+      console.log(`${phase.connections} conn: ${jwt.name} ${cpu(jwt).toFixed(1)} against ${plain.name} ${cpu(plain).toFixed(1)} CPU µs per answer ` +
+        `(${extra >= 0 ? '+' : ''}${extra.toFixed(1)} µs; ${Math.abs(extra) <= 3 ? 'within 3 µs ok' : 'not within 3 µs'})`)
+    }
+  }
 }
 
 async function main (): Promise<number> {
@@ -244,10 +267,11 @@ async function main (): Promise<number> {
   const targets: Running[] = []
   const databases: BenchDatabase[] = []
   const sink = operating ? await startOtlpSink() : undefined
-  const variants = serviceVariants(sink?.url)
+  const issuer = wanted('postgres-jwt') || wanted('pglite-jwt') ? await startBenchIssuer() : undefined
+  const variants = serviceVariants(sink?.url, issuer)
   const add = async (name: string, kind: Target['kind'], start: () => Promise<Server>, database?: BenchDatabase): Promise<void> => {
     const server = await start()
-    const counts = { ok: 0, other: {}, errors: 0, resent: 0 }
+    const counts = { ok: 0, other: {}, errors: 0, resent: 0, ...(name.endsWith('-jwt') && issuer !== undefined ? { token: issuer.token } : {}) }
     const running = { server, servers: [server], start, used: false }
     targets.push({ name, kind, ...running, ...counts, ...(database === undefined ? {} : { database }) })
   }
@@ -291,6 +315,11 @@ async function main (): Promise<number> {
       if (sink !== undefined) console.log(`OTLP sink received ${sink.exports()} exports`)
     }
 
+    if (issuer !== undefined) {
+      console.log(`JWT: a first (uncached) verify of an ES256 access token takes ${(await issuer.firstVerifyMicros()).toFixed(0)} µs (median, in the bench process); ` +
+        'the -jwt targets send one token, verified once and then remembered')
+      printJwtCost(phases, targets)
+    }
     // Every 200 must be a stored row, and nothing else may be.
     for (const target of targets) await target.server.stop()
     failed = !(await rowsMatchAnswers(targets))
@@ -300,6 +329,7 @@ async function main (): Promise<number> {
     for (const target of targets) await target.server.stop().catch(() => {})
     for (const db of databases) await db.drop().catch((err: unknown) => console.error('could not drop a bench database:', err))
     await sink?.close()
+    await issuer?.close()
   }
   return failed ? 1 : 0
 }

@@ -2,12 +2,12 @@ import t from 'tap'
 import { existsSync, readFileSync, statSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 
-// The README's "Where each rule lives" table is how a reader finds a rule's
-// home and its tests: every file it names must exist, and every function it
-// names in brackets after a file must be in that file, so a move or a
-// rename that forgets the table fails here.
+// The "Where each rule lives" table in docs/architecture.md is how a reader
+// finds a rule's home and its tests: every file it names must exist, and
+// every function it names in brackets after a file must be in that file, so
+// a move or a rename that forgets the table fails here.
 const root = fileURLToPath(new URL('../../', import.meta.url))
-const readme = readFileSync(`${root}README.md`, 'utf8')
+const architecture = readFileSync(`${root}docs/architecture.md`, 'utf8')
 
 interface Named { path: string, names: string[] }
 
@@ -21,8 +21,9 @@ function namedIn (cell: string): Named[] {
 }
 
 function ruleRows (): Array<{ rule: string, cells: string[] }> {
-  const start = readme.indexOf('### Where each rule lives')
-  const section = readme.slice(start, readme.indexOf('\n#', start + 1))
+  const start = architecture.indexOf('## Where each rule lives')
+  const end = architecture.indexOf('\n#', start + 1)
+  const section = architecture.slice(start, end === -1 ? undefined : end)
   return section.split('\n')
     .filter((line) => line.startsWith('| ') && !line.startsWith('| rule ') && !line.startsWith('|---'))
     .map((line) => {
@@ -32,6 +33,7 @@ function ruleRows (): Array<{ rule: string, cells: string[] }> {
 }
 
 t.test('the table is there and has rows of a rule, its files and its tests', async (t) => {
+  t.match(architecture, /^## Where each rule lives$/m, 'the heading')
   const rows = ruleRows()
   t.ok(rows.length >= 30, `${rows.length} rules`)
   for (const { rule, cells } of rows) t.equal(cells.length, 2, rule)
