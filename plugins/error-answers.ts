@@ -1,5 +1,5 @@
 import { STATUS_CODES } from 'node:http'
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyError, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { ErrorBody } from '../src/schemas.js'
 import { noteOutcome } from './logging/access-log.js'
 
@@ -18,6 +18,12 @@ export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8'
 // second-guesses a content type (the 404 message echoes the URL).
 export function everyAnswerHeaders (reqId: string): Record<string, string> {
   return { 'x-request-id': reqId, 'x-content-type-options': 'nosniff' }
+}
+
+// The onRequest hook that sets them on every answer Fastify gives.
+export function addEveryAnswerHeaders (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+  reply.headers(everyAnswerHeaders(request.id))
+  done()
 }
 
 // Seconds a client should wait before retrying a 503 (or replaying a 504), by why.
@@ -108,7 +114,7 @@ export function frameworkErrorHandler (err: FastifyError, request: FastifyReques
 }
 
 // No route for this method and path: 405 with Allow when the path has
-// routes for other methods (`allowed`, from http-edge/route-first.ts), else 404.
+// routes for other methods (`allowed`, from answerUnroutedBeforeBody in http-edge/http-rules.ts), else 404.
 export function notFoundHandler (request: FastifyRequest, reply: FastifyReply, allowed?: readonly string[]): void {
   if (allowed !== undefined && allowed.length > 0) {
     const path = request.url.split('?')[0] ?? ''

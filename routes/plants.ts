@@ -3,7 +3,7 @@ import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typ
 import { ErrorBody, NewPlant, Plant } from '../src/schemas.js'
 import { createPlantErrors, createPlantOk } from '../src/answers.js'
 import { HttpError } from '../plugins/error-answers.js'
-import { requireJson } from '../plugins/json-body/media-type.js'
+import { requireJson } from '../plugins/json-body/index.js'
 import { unstorableField } from '../plugins/json-body/validation.js'
 import type { PlantRecord } from '../src/store/plant-store.js'
 import { noteOutcome } from '../plugins/logging/access-log.js'

@@ -1,7 +1,7 @@
 import { STATUS_CODES, type Server, type ServerResponse } from 'node:http'
 import { Socket } from 'node:net'
-import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
-import { rawError } from '../error-answers.js'
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import { RETRY_AFTER_SECONDS, rawError, sendError } from '../error-answers.js'
 
 // The contract's connection rules, on public APIs of Node and Fastify:
 // - one request at a time: a request that arrives before the answer to the
@@ -9,6 +9,7 @@ import { rawError } from '../error-answers.js'
 //   connection closes after that answer; the client retries what was not
 //   answered, and nothing unanswered was stored;
 // - after an answer that closes the connection nothing more is processed;
+// - once shutdown has begun, a request on an open connection is refused;
 // - the close lingers (RFC 9112 9.6): the server ends its side, then reads
 //   and discards what the client still sends, for a bounded time and size.
 //   Closing with unread bytes makes the kernel send a reset, which can
@@ -148,4 +149,20 @@ export function answerHalfClosedClients (server: Server): void {
     throw new Error('This Node\'s HTTP server has no httpAllowHalfOpen: a client that half-closes would lose its answer')
   }
   s.httpAllowHalfOpen = true
+}
+
+// Once close has begun, a request that still arrives on an open keep-alive
+// connection is refused in the Error shape, with the request id and
+// Connection: close, so the client moves on and the drain ends. Fastify's own
+// return503OnClosing answers with a body outside the contract. Returns the
+// onRequest hook that refuses.
+export function refuseWhileClosing (app: FastifyInstance): (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void {
+  let closing = false
+  app.addHook('preClose', async () => { closing = true })
+  return function refuseIfClosing (request, reply, done) {
+    if (!closing) return done()
+    request.log.info('refused: shutting down')
+    reply.header('connection', 'close')
+    sendError(reply, 503, 'The service is shutting down; retry later', RETRY_AFTER_SECONDS.shuttingDown)
+  }
 }

@@ -1,12 +1,10 @@
 import fp from 'fastify-plugin'
-import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import type { Socket } from 'node:net'
-import { errorHandler, everyAnswerHeaders, notFoundHandler } from '../error-answers.js'
+import { addEveryAnswerHeaders, errorHandler, notFoundHandler } from '../error-answers.js'
 import { declareAccessLogFields } from '../logging/access-log.js'
-import { answerHalfClosedClients, closeIfBodyUnread, serveOneAtATime } from './connection-rules.js'
-import { answerUnmetExpectation, continueWhenBodyWanted, refuseConnect, refuseUnknownTransferCoding, requireHostHeader } from './http-rules.js'
-import { answerUnroutedBeforeBody } from './route-first.js'
-import { refuseWhileClosing } from './shutdown.js'
+import { answerHalfClosedClients, closeIfBodyUnread, refuseWhileClosing, serveOneAtATime } from './connection-rules.js'
+import { answerUnmetExpectation, answerUnroutedBeforeBody, continueWhenBodyWanted, refuseConnect, refuseUnknownTransferCoding, requireHostHeader } from './http-rules.js'
 
 // The HTTP edge: what every request meets before a route, in the order it
 // meets it (docs/architecture.md, "A request's path"). A hook that answers ends the list.
@@ -28,11 +26,6 @@ async function httpEdge (fastify: FastifyInstance): Promise<void> {
   fastify.server.on('checkExpectation', (req, res) => answerUnmetExpectation(fastify.log, req, res))
   // With a listener Node leaves 100 Continue to us: see continueWhenBodyWanted.
   fastify.server.on('checkContinue', (req, res) => fastify.server.emit('request', req, res))
-}
-
-function addEveryAnswerHeaders (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-  reply.headers(everyAnswerHeaders(request.id))
-  done()
 }
 
 export default fp(httpEdge, { name: 'http-edge', fastify: '5.x' })

@@ -2,10 +2,9 @@ import type { Server } from 'node:http'
 import type { FastifyHttpOptions, FastifyServerOptions } from 'fastify'
 import type { Config } from '../../src/config.js'
 import { frameworkErrorHandler } from '../error-answers.js'
-import { childLoggerWithTraceId } from '../telemetry/trace-id.js'
 import { AccessLog } from '../logging/access-log.js'
 import { clientErrorHandler } from './http-rules.js'
-import { genReqId } from '../logging/request-id.js'
+import { childLoggerWithTraceId, genReqId } from '../logging/request-ids.js'
 
 // How long one client may hold a connection. Node checks the header and
 // request deadlines every checkIntervalMs, so a slow client is cut off at

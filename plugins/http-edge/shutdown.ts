@@ -1,5 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
-import { RETRY_AFTER_SECONDS, sendError } from '../error-answers.js'
+import type { FastifyInstance } from 'fastify'
 
 // In-flight requests get this long to finish after SIGTERM/SIGINT; then the
 // connections still open (a slow upload, a stalled client) are closed and the
@@ -14,7 +13,8 @@ export const SHUTDOWN_GRACE_MS = 5_000
 export const SHUTDOWN_HARD_LIMIT_MS = 8_000
 
 // app.close(), bounded: past graceMs the remaining connections are closed so
-// the server's close, and then the database's, can finish.
+// the server's close, and then the database's, can finish. A request that
+// arrives meanwhile is refused (refuseWhileClosing, connection-rules.ts).
 export async function closeWithinGrace (app: FastifyInstance, graceMs = SHUTDOWN_GRACE_MS): Promise<void> {
   const timer = setTimeout(() => {
     app.log.warn({ graceMs }, 'drain bound reached: closing the remaining connections')
@@ -24,21 +24,5 @@ export async function closeWithinGrace (app: FastifyInstance, graceMs = SHUTDOWN
     await app.close()
   } finally {
     clearTimeout(timer)
-  }
-}
-
-// Once close has begun, a request that still arrives on an open keep-alive
-// connection is refused in the Error shape, with the request id and
-// Connection: close, so the client moves on and the drain ends. Fastify's own
-// return503OnClosing answers with a body outside the contract. Returns the
-// onRequest hook that refuses.
-export function refuseWhileClosing (app: FastifyInstance): (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void {
-  let closing = false
-  app.addHook('preClose', async () => { closing = true })
-  return function refuseIfClosing (request, reply, done) {
-    if (!closing) return done()
-    request.log.info('refused: shutting down')
-    reply.header('connection', 'close')
-    sendError(reply, 503, 'The service is shutting down; retry later', RETRY_AFTER_SECONDS.shuttingDown)
   }
 }

@@ -4,7 +4,7 @@ import { context, SpanStatusCode, trace, type Context, type Span, type Tracer } 
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../../src/config.js'
 import { startTracing } from './tracing.js'
-import { bindTraceId } from './trace-id.js'
+import { bindTraceId } from '../logging/request-ids.js'
 import type { PlantRecord, StoreObserver } from '../../src/store/plant-store.js'
 
 export interface TracingOptions {

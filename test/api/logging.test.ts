@@ -4,7 +4,7 @@ import { parseRawResponse, rawExchange } from '../support/http.js'
 import Fastify from 'fastify'
 import { loggerOptions } from '../../plugins/logging/logger.js'
 import { ACCESS_LINE, AccessLog, declareAccessLogFields, noteCaller, noteOutcome } from '../../plugins/logging/access-log.js'
-import { childLoggerWithTraceId } from '../../plugins/telemetry/trace-id.js'
+import { childLoggerWithTraceId } from '../../plugins/logging/request-ids.js'
 import { staticCallerName } from '../../plugins/auth.js'
 
 type Line = Record<string, unknown>

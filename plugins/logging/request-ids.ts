@@ -1,11 +1,27 @@
 import type { IncomingMessage } from 'node:http'
+import { randomUUID } from 'node:crypto'
 import { isSpanContextValid } from '@opentelemetry/api'
 import { parseTraceParent } from '@opentelemetry/core'
 import type { FastifyRequest, FastifyReply, FastifyServerOptions } from 'fastify'
 
-// The trace id of a request, as a log field: every log line of a request
-// that arrived with a valid W3C traceparent carries `trace_id`, whether or
-// not spans are exported, so a log search finds the caller's trace.
+// The two ids that tie a request's answer and log lines together: its
+// request id (on every answer and log line) and, when the caller sent a
+// valid W3C traceparent, its trace id (`trace_id` on every log line,
+// whether or not spans are exported, so a log search finds the trace).
+
+// An incoming X-Request-Id is kept when it is short and plain, so a caller
+// can follow its request through our logs; anything else gets a fresh id.
+const acceptableRequestId = /^[A-Za-z0-9._:-]{1,128}$/
+
+export function genReqId (req: IncomingMessage): string {
+  const incoming = req.headers['x-request-id']
+  return typeof incoming === 'string' && acceptableRequestId.test(incoming) ? incoming : newRequestId()
+}
+
+// A random UUID (version 4): the OpenAPI document promises a generated UUID.
+export function newRequestId (): string {
+  return randomUUID()
+}
 
 export const TRACE_ID_FIELD = 'trace_id'
 
