@@ -108,10 +108,12 @@ t.test('an issuer down at start-up: the service starts, static tokens work, JWTs
 
 t.test('a remembered token is refused once it expires', async (t) => {
   const { app, sign } = await setUp(t, 0)
-  const token = await sign(undefined, { exp: Math.floor(Date.now() / 1000) + 2 })
+  // exp is in whole seconds: +3 leaves the two creates at least 2 s before
+  // it, slack for a busy machine (+2 left as little as 1 s).
+  const token = await sign(undefined, { exp: Math.floor(Date.now() / 1000) + 3 })
   t.equal((await app.create(token)).status, 200)
   t.equal((await app.create(token)).status, 200, 'again, from memory')
-  await sleep(3100)
+  await sleep(4100)
   const res = await app.create(token)
   t.equal(res.status, 401, 'past exp: 401')
   t.equal(res.headers['www-authenticate'], EXPIRED)

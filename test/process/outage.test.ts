@@ -212,9 +212,14 @@ for (const mode of ['reset', 'blackhole'] as CutMode[]) {
     t.equal(created.status, 503, 'creates answer 503 until the schema is migrated')
     t.equal(created.headers['retry-after'], '5')
 
-    await sleep(3500)
+    // Waits for a third retry (30 s at most) rather than a fixed 3.5 s:
+    // through a black hole each attempt first waits out the connect timeout
+    // (DB_TIMEOUT_MS), and 3.5 s saw exactly the two retries asked for. A
+    // service that stops retrying still fails the count below.
+    const retries = (): number[] => server.logs.filter((l) => l.msg === 'database unavailable; retrying migrations').map((l) => Number(l.retryInMs))
+    await timeUntil(async () => retries().length >= 3, 30_000, 100).catch(() => {})
     t.equal(server.child.exitCode, null, 'the process is still running')
-    const delays = server.logs.filter((l) => l.msg === 'database unavailable; retrying migrations').map((l) => Number(l.retryInMs))
+    const delays = retries()
     t.ok(delays.length >= 2, `retried ${delays.length} times while down`)
     t.ok(delays.every((d, i) => i === 0 || d > (delays[i - 1] as number)), `backoff grows: ${delays.join(', ')} ms`)
 
