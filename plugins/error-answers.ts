@@ -3,19 +3,14 @@ import type { FastifyError, FastifyReply, FastifyRequest, HookHandlerDoneFunctio
 import type { ErrorBody } from '../src/schemas.js'
 import { noteOutcome } from './logging/access-log.js'
 
-// The Error body, its content type, the headers every answer carries and
-// the Retry-After delays. Every error
-// answer on the API port is sent from here, whoever gives it (the error
-// handler, the 404 handler, the shutdown refusal, the answers to malformed
-// HTTP); the metrics listener, a plain Node server, sends its own with
-// errorBody (plugins/telemetry/metrics-plugin.ts).
+// The Error body, the headers every answer carries and the Retry-After
+// delays: every error answer on the API port is sent from here, whoever
+// gives it (the metrics listener sends its own with errorBody).
 
 export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8'
 
-// The headers every answer carries, whoever gives it (Fastify's replies,
-// the answers to malformed HTTP and to an unmet Expect): the request id, so
-// a caller can find its request in the logs, and nosniff, so no browser
-// second-guesses a content type (the 404 message echoes the URL).
+// The request id, so a caller can find its request in the logs, and
+// nosniff, so no browser second-guesses a content type (a 404 echoes the URL).
 export function everyAnswerHeaders (reqId: string): Record<string, string> {
   return { 'x-request-id': reqId, 'x-content-type-options': 'nosniff' }
 }

@@ -11,20 +11,13 @@ export interface LoadSheddingOptions {
 }
 
 // Past what the service can answer in time, a new request is answered 503
-// with Retry-After before a byte of its body is read, so the HTTP side
-// never takes on more reading and parsing than the event loop can do while
-// /health/live still answers within its second. Two measures:
-// - the event loop's delay, sampled by @fastify/under-pressure: when it
-//   stays late, every new request only makes it later;
-// - the bytes of bodies in flight: the declared Content-Length of every
-//   admitted request not yet answered (BODY_LIMIT for a chunked one, whose
-//   size is unknown). A body costs the loop more than its reading and
-//   parsing: the store sends it, reads it back, and the answer echoes it;
-//   so it is released when the answer is sent. A burst of large bodies is
-//   admitted a few at a time instead of all at once.
-// Registered in the API's context only: the probes and the docs are never
-// shed. A shed answer leaves the body unread, so it closes the connection
-// (closeIfBodyUnread), and nothing shed reaches the store.
+// with Retry-After before a byte of its body is read, so /health/live still
+// answers within its second. Two measures: the event loop's delay (sampled
+// by @fastify/under-pressure), and the bytes of bodies in flight (declared
+// Content-Length, BODY_LIMIT when chunked), released when the answer is
+// sent because the store and the answer cost the loop as much as parsing.
+// API context only: probes and docs are never shed. A shed answer leaves
+// the body unread, so it closes the connection (closeIfBodyUnread).
 
 // Creates of BODY_LIMIT that may be in progress at once: a few keep the
 // loop's turns well under the probes' second on 2 busy cores.
@@ -39,15 +32,11 @@ const LATE_READINGS = 3
 const RETRY_AFTER_SECONDS = 1
 
 async function loadShedding (fastify: FastifyInstance, { bodyLimit, maxEventLoopDelayMs = MAX_EVENT_LOOP_DELAY_MS }: LoadSheddingOptions): Promise<void> {
-  // Only its sampler: with no threshold given, under-pressure adds no hook
-  // of its own, and the decision (and its Error-shaped answer) is made here,
-  // in one hook with the byte budget.
+  // Only its sampler: with no threshold given it adds no hook, and the
+  // decision (with an Error-shaped answer) is made here.
   await fastify.register(underPressure, { sampleInterval: SAMPLE_INTERVAL_MS })
-  // The loop is behind when LATE_READINGS readings in a row, a sample
-  // apart, say so. A long turn or two (a large body parsed, start-up's own
-  // work) are over by the time they are measured: shedding after them would
-  // turn away requests the loop is free to serve. A loop that stays late is
-  // overloaded.
+  // Behind only after LATE_READINGS late readings in a row: a long turn or
+  // two (a large body, start-up) are over by the time they are measured.
   let behind = false
   let reading: NodeJS.Timeout | undefined
   fastify.addHook('onReady', (done) => {

@@ -18,13 +18,9 @@ export interface ServerTimeouts {
   // client told this figure in Keep-Alive closes first). Longer than the
   // 60 s idle timeout of common load balancers, so they close first too.
   keepAliveTimeoutMs: number
-  // A connection with no traffic either way while a request is open (a
-  // client that stops reading the answer) closes after this. It must exceed
-  // the longest a handler can take: a create waits for a writer up to
-  // DB_TIMEOUT_MS, its batch is sent again while the database is away for
-  // up to DB_TIMEOUT_MS more, and the last send may need a new connection
-  // (DB_TIMEOUT_MS), then its statement (DB_TIMEOUT_MS on the server, + 1 s
-  // for the driver's read).
+  // A connection with no traffic either way while a request is open closes
+  // after this; it must exceed the longest a create can take (about
+  // 4 x DB_TIMEOUT_MS + 1 s: docs/api.md).
   connectionTimeoutMs: number
   checkIntervalMs: number
 }

@@ -2,13 +2,10 @@ import { LogController, type FastifyInstance, type FastifyReply, type FastifyReq
 import type { Level } from 'pino'
 import type { AnswerKind } from '../../src/store/plant-store.js'
 
-// The access log: one line per answer Fastify gives, written when the answer
-// has been sent, with what an operator searches by and nothing a caller
-// sent as data (no body, no headers, no token). The request's own logger
-// adds reqId and, when the caller sent a traceparent, trace_id. Errors keep
-// their own lines besides this one. Answers given outside Fastify
-// (malformed HTTP, an unmet Expect) write a line of the same shape
-// (edgeAccessFields).
+// The access log: one line per answer, once sent, with what an operator
+// searches by and nothing a caller sent as data (no body, headers or token).
+// Answers given outside Fastify (malformed HTTP, an unmet Expect) write a
+// line of the same shape (edgeAccessFields).
 
 export const ACCESS_LINE = 'request'
 
