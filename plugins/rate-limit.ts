@@ -1,6 +1,6 @@
 import fp from 'fastify-plugin'
 import rateLimit from '@fastify/rate-limit'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import { HttpError } from './error-answers.js'
 
 export interface RateLimitOptions {
@@ -12,13 +12,6 @@ export interface RateLimitOptions {
 }
 
 const WINDOW_MS = 60_000
-
-// The caller plugins/auth.ts found: a static token's name (or digest), a
-// JWT's client_id, so a client keeps its window across token refreshes and
-// the limiter's memory never holds a token.
-export function callerKey (request: FastifyRequest): string {
-  return request.caller ?? ''
-}
 
 // Per-caller limits on creates, through @fastify/rate-limit: registered in the
 // API's context after auth, so only authenticated requests count (an
@@ -35,7 +28,10 @@ async function rateLimitPlugin (fastify: FastifyInstance, opts: RateLimitOptions
     hook: 'onRequest',
     max: opts.perMinute,
     timeWindow: WINDOW_MS,
-    keyGenerator: callerKey,
+    // The caller plugins/auth.ts found (a static token's name or digest, a
+    // JWT's client_id), so a client keeps its window across token refreshes
+    // and the limiter's memory never holds a token.
+    keyGenerator: (request) => request.caller ?? '',
     // The store forgets the least recently seen caller when full (5,000 by
     // default): sized so that no configured caller's window is forgotten.
     cache: opts.callers,

@@ -43,15 +43,7 @@ function toPlant (record: PlantRecord): Plant {
 const plantsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.post('/plants', {
     schema: createPlantSchema,
-    onRequest: (request, _reply, done) => {
-      try {
-        requireJson(request)
-      } catch (err) {
-        done(err as Error)
-        return
-      }
-      done()
-    }
+    onRequest: async (request) => requireJson(request)
   }, async function createPlant (request) {
     const { id, name, tag } = request.body
     const bad = unstorableField(request.body)

@@ -103,17 +103,15 @@ export interface LoadedConfig {
 // Checks the environment against Env; the first wrong variable stops start-up.
 export function readEnv (env: NodeJS.ProcessEnv = process.env): Env {
   const raw: Record<string, string> = {}
-  for (const key of Object.keys(Env.properties)) {
-    const value = env[key]
-    if (value !== undefined && value !== '') raw[key] = value
-  }
-  // Ajv's coercion takes " 3000", "1e3" and "0x10" as numbers: integers
-  // must be written whole, in decimal.
   for (const [key, schema] of Object.entries(Env.properties)) {
-    const value = raw[key]
-    if ((schema as { type?: string }).type === 'integer' && value !== undefined && !/^-?\d+$/.test(value)) {
+    const value = env[key]
+    if (value === undefined || value === '') continue
+    // Ajv's coercion takes " 3000", "1e3" and "0x10" as numbers: integers
+    // must be written whole, in decimal.
+    if ((schema as { type?: string }).type === 'integer' && !/^-?\d+$/.test(value)) {
       throw new ConfigError(`${key}: must be a whole number (got ${JSON.stringify(value)})`)
     }
+    raw[key] = value
   }
   let e: Env
   try {
@@ -245,14 +243,17 @@ function checkIssuerUrl (name: string, value: string): void {
 
 interface FileToken { name?: string, token: string }
 
+function readSecretFile (variable: string, path: string): string {
+  try {
+    return readFileSync(path, 'utf8')
+  } catch (err) {
+    throw new ConfigError(`${variable}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? String(err)})`)
+  }
+}
+
 function readTokenFile (path: string | undefined): FileToken[] {
   if (path === undefined) return []
-  let text: string
-  try {
-    text = readFileSync(path, 'utf8')
-  } catch (err) {
-    throw new ConfigError(`API_TOKENS_FILE: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? String(err)})`)
-  }
+  const text = readSecretFile('API_TOKENS_FILE', path)
   // A bearer token never starts with '#' (RFC 6750 b64token), so such lines
   // can explain the file, as the committed example does.
   // A line may name its caller first, `NAME TOKEN`: a token never holds a
@@ -283,13 +284,7 @@ function checkDatabaseUrl (url: string): void {
 // line breaks, as the postgres image reads POSTGRES_PASSWORD_FILE, so one
 // secret file serves both containers and no password sits in the compose file.
 function readPasswordFile (path: string): string {
-  let text: string
-  try {
-    text = readFileSync(path, 'utf8')
-  } catch (err) {
-    throw new ConfigError(`DATABASE_PASSWORD_FILE: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? String(err)})`)
-  }
-  const password = text.replace(/(\r?\n)+$/, '')
+  const password = readSecretFile('DATABASE_PASSWORD_FILE', path).replace(/(\r?\n)+$/, '')
   if (password.length === 0) throw new ConfigError(`DATABASE_PASSWORD_FILE: ${path} holds no password`)
   return password
 }

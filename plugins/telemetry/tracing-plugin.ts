@@ -1,14 +1,32 @@
 import fp from 'fastify-plugin'
 import { FastifyOtelInstrumentation } from '@fastify/otel'
-import { context, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api'
+import { context, propagation, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api'
+import { NodeTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-node'
+import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http'
+import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto'
+import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../../src/config.js'
-import { startTracing } from './tracing.js'
 import { bindTraceId } from './trace-id.js'
 import type { PlantRecord, StoreObserver } from '../../src/store/plant-store.js'
 
 export interface TracingOptions {
   tracing: NonNullable<Config['tracing']>
+}
+
+// The OpenTelemetry SDK starts inside the app, not through `node --import`:
+// @fastify/otel is a Fastify plugin and patches nothing, so it needs no
+// require or import hooks. register() sets the global tracer provider, the
+// W3C propagator and an AsyncLocalStorage context manager. The exporter
+// reads the other standard variables itself (endpoint, headers, timeout),
+// the provider the sampler and batch settings (OTEL_TRACES_SAMPLER, OTEL_BSP_*).
+function startProvider ({ protocol }: TracingOptions['tracing']): NodeTracerProvider {
+  const exporter = protocol === 'http/json' ? new JsonExporter() : new ProtobufExporter()
+  // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override the default name.
+  const resource = resourceFromAttributes({ 'service.name': 'plant-store' }).merge(detectResources({ detectors: [envDetector] }))
+  const provider = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] })
+  provider.register()
+  return provider
 }
 
 // Spans, when exported (registered only then: without OTEL_EXPORTER_OTLP_ENDPOINT
@@ -19,14 +37,14 @@ export interface TracingOptions {
 // Hook and handler spans are off: they would add a span per hook per
 // request and tell an on-call person nothing the two levels do not.
 async function tracingPlugin (fastify: FastifyInstance, opts: TracingOptions): Promise<void> {
-  const tracing = startTracing(opts.tracing)
+  const provider = startProvider(opts.tracing)
   const instrumentation = new FastifyOtelInstrumentation({
     instrumentHooks: false,
     instrumentHandler: false,
     recordExceptions: false,
     requestHook: (span, request) => span.updateName(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`)
   })
-  instrumentation.setTracerProvider(tracing.provider)
+  instrumentation.setTracerProvider(provider)
   await fastify.register(instrumentation.plugin())
 
   // Log lines after this carry the trace id also when the request started
@@ -46,11 +64,20 @@ async function tracingPlugin (fastify: FastifyInstance, opts: TracingOptions): P
   })
 
   fastify.addHook('onReady', async () => {
-    fastify.plants.observe(databaseSpans(tracing.provider.getTracer('plant-store'), fastify.db.kind))
+    fastify.plants.observe(databaseSpans(provider.getTracer('plant-store'), fastify.db.kind))
   })
   fastify.addHook('onClose', async () => {
     instrumentation.disable()
-    await tracing.shutdown()
+    try {
+      // Exports the spans still buffered.
+      await provider.shutdown()
+    } finally {
+      // So an app built after this one in the same process (tests) can
+      // register its own.
+      trace.disable()
+      context.disable()
+      propagation.disable()
+    }
   })
 }
 
