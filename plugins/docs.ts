@@ -127,20 +127,13 @@ export interface DocsOptions {
   oauth?: { scope: string, tokenUrl: () => string | undefined } | undefined
 }
 
-// The document as served: with the client-credentials flow when a token
+// The document as served gains the client-credentials flow once a token
 // URL is known (AUTH_TOKEN_URL, else the issuer's discovery metadata), so
-// Swagger UI's Authorize can fetch a token; built once per token URL.
-function servedDocument (base: () => unknown, oauth: DocsOptions['oauth']): () => unknown {
-  let built: { url: string, doc: unknown } | undefined
-  return () => {
-    const url = oauth?.tokenUrl()
-    if (oauth === undefined || url === undefined) return base()
-    if (built?.url !== url) built = { url, doc: withClientCredentials(base() as Document, url, oauth.scope) }
-    return built.doc
-  }
-}
-
-function withClientCredentials (doc: Document, tokenUrl: string, scope: string): Document {
+// Swagger UI's Authorize can fetch a token.
+function withClientCredentials (doc: Document, oauth: DocsOptions['oauth']): Document {
+  const tokenUrl = oauth?.tokenUrl()
+  if (oauth === undefined || tokenUrl === undefined) return doc
+  const { scope } = oauth
   const oauth2 = {
     type: 'oauth2',
     description: 'An access token of the issuer for a client with the scope ' + scope + ' (OAuth 2.0 client credentials): ' +
@@ -173,12 +166,9 @@ const DOCUMENT: FastifyDynamicSwaggerOptions['openapi'] = {
       '`error` equals the HTTP status.',
     version: '1.0.0'
   },
-  // The committed openapi.json must not depend on where a service runs,
-  // so the first server is relative: the service that serves this
-  // document (what Swagger UI uses, and what OpenAPI 3.1 resolves against
-  // the document's own URL). Code running in Node has no such URL and
-  // needs an absolute base: the second entry names it with variables
-  // whose defaults are the service's default HOST and PORT.
+  // The first server is relative (resolved against the document's own URL),
+  // so the committed openapi.json does not depend on where a service runs;
+  // code in Node has no such URL and takes the second, with HOST and PORT.
   servers: [
     { url: '/', description: 'The service serving this document' },
     {
@@ -249,8 +239,7 @@ async function docsPlugin (fastify: FastifyInstance, opts: DocsOptions): Promise
         displayOperationId: true
       }
     })
-    const document = servedDocument(() => fastify.swagger(), opts.oauth)
-    docs.get('/openapi.json', { schema: { hide: true } }, async () => document())
+    docs.get('/openapi.json', { schema: { hide: true } }, async () => withClientCredentials(fastify.swagger() as Document, opts.oauth))
     // A person who opens the service's address lands on the documentation.
     docs.get('/', { schema: { hide: true } }, async (_request, reply) => reply.redirect(DOCS_PREFIX))
   })

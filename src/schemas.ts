@@ -41,7 +41,6 @@ export const NewPlant = Type.Intersect([
   // it is a replay (200), not a conflict.
   examples: [EXAMPLE_PLANT]
 })
-export type NewPlant = Static<typeof NewPlant>
 
 export const ErrorBody = Type.Object({
   error: Type.Integer({ format: 'int32', description: 'Numeric error value (the HTTP status)' }),

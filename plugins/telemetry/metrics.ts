@@ -2,9 +2,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { AnswerKind, StoreObserver, WriterStats } from '../../src/store/plant-store.js'
 import type { PoolStats } from '../../src/store/db.js'
 
-// What GET /metrics shows (Prometheus text format), in one registry of the
-// service's own: the metric names, labels and buckets live here, the wiring
-// in metrics-plugin.ts. docs/operations.md explains each to an on-call person.
+// What GET /metrics shows, in a registry of the service's own;
+// docs/operations.md explains each metric to an on-call person.
 
 // The route label of a request no route matched: scanners' URLs all count
 // here, so they cannot grow the label set.

@@ -14,12 +14,10 @@ export interface TracingOptions {
   tracing: NonNullable<Config['tracing']>
 }
 
-// The OpenTelemetry SDK starts inside the app, not through `node --import`:
-// @fastify/otel is a Fastify plugin and patches nothing, so it needs no
-// require or import hooks. register() sets the global tracer provider, the
-// W3C propagator and an AsyncLocalStorage context manager. The exporter
-// reads the other standard variables itself (endpoint, headers, timeout),
-// the provider the sampler and batch settings (OTEL_TRACES_SAMPLER, OTEL_BSP_*).
+// Started inside the app, not through `node --import`: @fastify/otel patches
+// nothing, so it needs no require or import hooks. The exporter and the
+// provider read the other standard variables themselves (endpoint, headers,
+// OTEL_TRACES_SAMPLER, OTEL_BSP_*).
 function startProvider ({ protocol }: TracingOptions['tracing']): NodeTracerProvider {
   const exporter = protocol === 'http/json' ? new JsonExporter() : new ProtobufExporter()
   // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override the default name.
@@ -29,13 +27,10 @@ function startProvider ({ protocol }: TracingOptions['tracing']): NodeTracerProv
   return provider
 }
 
-// Spans, when exported (registered only then: without OTEL_EXPORTER_OTLP_ENDPOINT
-// nothing here runs). One span per request from @fastify/otel, which
-// continues an incoming traceparent, named `METHOD route`; under it one span
-// per database write a create joined (src/store/plant-store.ts batches the
-// creates that arrive together into one write), with the batch's size.
-// Hook and handler spans are off: they would add a span per hook per
-// request and tell an on-call person nothing the two levels do not.
+// One span per request from @fastify/otel (continuing an incoming
+// traceparent), and under it one per database write its create joined.
+// Hook and handler spans are off: a span per hook per request would tell an
+// on-call person nothing these two levels do not.
 async function tracingPlugin (fastify: FastifyInstance, opts: TracingOptions): Promise<void> {
   const provider = startProvider(opts.tracing)
   const instrumentation = new FastifyOtelInstrumentation({
@@ -72,8 +67,7 @@ async function tracingPlugin (fastify: FastifyInstance, opts: TracingOptions): P
       // Exports the spans still buffered.
       await provider.shutdown()
     } finally {
-      // So an app built after this one in the same process (tests) can
-      // register its own.
+      // So an app built later in the same process (tests) can register its own.
       trace.disable()
       context.disable()
       propagation.disable()
