@@ -100,12 +100,10 @@ function describeAnswers<T> (openapiObject: T): T {
   return openapiObject
 }
 
-// Swagger UI plugins. @fastify/swagger-ui writes them into the page's
-// initializer script as source text (Function.prototype.toString), so they
-// are plain browser code. Swagger UI would load and link the document at
-// /docs/json; these make it load and link /openapi.json, the address callers
-// and generators use. Giving plugins replaces Swagger UI's default list, so
-// its DownloadUrl plugin (which fetches the document) is listed again.
+// Swagger UI plugins, written into the page as source text, so plain browser
+// code. They make Swagger UI load and link /openapi.json, the address callers
+// use, not /docs/json; giving plugins replaces the default list, so its
+// DownloadUrl (which fetches the document) is listed again.
 declare const SwaggerUIBundle: { plugins: { DownloadUrl: (system: unknown) => object } }
 const SWAGGER_UI_PLUGINS = [
   function downloadUrl (system: unknown): object { return SwaggerUIBundle.plugins.DownloadUrl(system) },

@@ -70,7 +70,7 @@ export interface Config {
   production: boolean
   // Prometheus metrics on a listener of their own (plugins/telemetry/metrics-plugin.ts).
   metricsPort?: number
-  // Creates per token per minute (plugins/rate-limit.ts).
+  // Creates per caller per minute (plugins/rate-limit.ts).
   rateLimitPerMinute?: number
   // Spans exported over OTLP/HTTP in this encoding (plugins/telemetry/tracing-plugin.ts).
   tracing?: { protocol: typeof OTLP_PROTOCOLS[number] }

@@ -56,8 +56,8 @@ export class IssuerKeys {
   get tokenEndpoint (): string | undefined { return this.#tokenEndpoint }
 
   // Seconds until another fetch may be tried.
-  retryAfterSeconds (now = Date.now()): number {
-    return Math.max(1, Math.ceil((this.#lastAttempt + this.#cooldownMs - now) / 1000))
+  retryAfterSeconds (): number {
+    return Math.max(1, Math.ceil((this.#lastAttempt + this.#cooldownMs - Date.now()) / 1000))
   }
 
   // Fetches unless one was tried within the cooldown; never throws.
@@ -65,8 +65,8 @@ export class IssuerKeys {
     if (this.#inFlight !== undefined) return await this.#inFlight
     if (Date.now() - this.#lastAttempt < this.#cooldownMs) return
     this.#lastAttempt = Date.now()
-    this.#inFlight = this.#fetch().then((jwks) => {
-      this.#keys = createLocalJWKSet(jwks)
+    this.#inFlight = this.#fetch().then((keys) => {
+      this.#keys = keys
       this.#fetchedAt = Date.now()
       this.#lastError = undefined
     }, (err: unknown) => {
@@ -93,7 +93,8 @@ export class IssuerKeys {
     }
   }
 
-  async #fetch (): Promise<JSONWebKeySet> {
+  // jose checks the set's shape, so a malformed one fails the fetch.
+  async #fetch (): Promise<JWTVerifyGetKey> {
     const signal = AbortSignal.timeout(this.#config.fetchTimeoutMs ?? FETCH_TIMEOUT_MS)
     if (this.#jwksUrl === undefined) {
       const metadata = await fetchJson(`${this.#config.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, signal)
@@ -102,9 +103,7 @@ export class IssuerKeys {
       if (typeof metadata.token_endpoint === 'string') this.#tokenEndpoint = metadata.token_endpoint
       this.#jwksUrl = metadata.jwks_uri
     }
-    const jwks = await fetchJson(this.#jwksUrl, signal)
-    if (!Array.isArray(jwks.keys)) throw new Error('the key set has no keys array')
-    return jwks as unknown as JSONWebKeySet
+    return createLocalJWKSet(await fetchJson(this.#jwksUrl, signal) as unknown as JSONWebKeySet)
   }
 }
 
