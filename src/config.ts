@@ -94,12 +94,6 @@ export interface JwtAuthConfig {
 
 export class ConfigError extends Error {}
 
-export interface LoadedConfig {
-  config: Config
-  // Set when no token was configured outside production: the server prints it once.
-  generatedToken?: string
-}
-
 // Checks the environment against Env; the first wrong variable stops start-up.
 export function readEnv (env: NodeJS.ProcessEnv = process.env): Env {
   const raw: Record<string, string> = {}
@@ -136,7 +130,9 @@ export function databaseConfig (e: Env): Config['database'] {
   return { kind: 'postgres', url }
 }
 
-export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig {
+// generatedToken is set when no token was configured outside production:
+// the server prints it once.
+export function loadConfig (env: NodeJS.ProcessEnv = process.env): { config: Config, generatedToken: string | undefined } {
   const e = readEnv(env)
   const production = e.NODE_ENV === 'production'
   const fileTokens = readTokenFile(e.API_TOKENS_FILE)
@@ -169,7 +165,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
     ...(e.RATE_LIMIT_PER_MINUTE === undefined ? {} : { rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE }),
     ...(tracing === undefined ? {} : { tracing })
   }
-  return generatedToken === undefined ? { config } : { config, generatedToken }
+  return { config, generatedToken }
 }
 
 // Spans are exported when an OTLP endpoint is configured, as OpenTelemetry's

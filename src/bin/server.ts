@@ -1,5 +1,5 @@
 import closeWithGrace from 'close-with-grace'
-import { ConfigError, loadConfig, preparePgliteDataDir, type LoadedConfig } from '../config.js'
+import { ConfigError, loadConfig, preparePgliteDataDir } from '../config.js'
 import { buildApp } from '../app.js'
 import { EXAMPLE_PLANT } from '../schemas.js'
 import { flushLog, logDestination, loggerOptions } from '../../plugins/logging/logger.js'
@@ -14,7 +14,7 @@ function fail (message: string): never {
   process.exit(1)
 }
 
-let loaded: LoadedConfig
+let loaded: ReturnType<typeof loadConfig>
 try {
   loaded = loadConfig()
   preparePgliteDataDir(loaded.config.database)
