@@ -98,14 +98,11 @@ function judged (request: FastifyRequest, reply: FastifyReply, verdict: Verdict,
   }
 }
 
-// Guards every route registered in the same encapsulation context as this
-// plugin; docs and health live outside it. The hook is the project's own:
-// @fastify/bearer-auth finds the scheme only when a space follows it (RFC
-// 7235 allows HTAB), trims the token with trim(), sends no WWW-Authenticate
-// and answers in its own shape, so every part of it was replaced. Static
-// tokens first; any other token is verified as a JWT when an issuer is
-// configured (src/jwt-verification.ts). Errors go through the one error
-// handler, so they have the Error shape.
+// Guards the routes of its encapsulation context (docs and health live
+// outside it). Not @fastify/bearer-auth, which needs a space after the scheme
+// (RFC 7235 allows HTAB), trims with trim(), sends no WWW-Authenticate and
+// answers in its own shape. Static tokens first, then a JWT when an issuer
+// is configured.
 async function authPlugin (fastify: FastifyInstance, opts: AuthOptions): Promise<void> {
   if (opts.tokens.length === 0) throw new Error('auth: at least one token is required')
   const callerOf = staticCallers(opts.tokens, opts.names)

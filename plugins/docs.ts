@@ -3,6 +3,7 @@ import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { createPlantErrors, createPlantOk, type Answer, type AnswerHeader } from '../src/answers.js'
+import { EXAMPLE_PLANT } from '../src/schemas.js'
 
 const DOCS_PREFIX = '/docs'
 
@@ -31,38 +32,16 @@ export const DOCS_SECURITY_HEADERS: Record<string, string> = {
   'cross-origin-resource-policy': 'same-origin'
 }
 
-interface MediaType { schema?: { $ref?: string }, example?: unknown }
-interface Response { content?: Record<string, MediaType>, headers?: Record<string, unknown> }
+interface Response { content?: Record<string, { example?: unknown }>, headers?: Record<string, unknown> }
 interface Operation {
   operationId?: string
-  requestBody?: { content?: Record<string, MediaType> }
+  requestBody?: { content?: Record<string, { example?: unknown }> }
   responses?: Record<string, Response>
 }
 interface Document {
   paths?: Record<string, Record<string, Operation>>
-  components?: { schemas?: Record<string, { examples?: unknown[] }>, headers?: Record<string, unknown> }
-}
-
-const COMPONENT_REF = '#/components/schemas/'
-
-// A request body that points at a component with `examples` gets the first
-// one as its media-type example: the schema keeps its example in one place,
-// and clients that read only the media type (Swagger UI's "Try it out",
-// generators) still see it. @fastify/swagger drops keywords beside a $ref,
-// so the route cannot say it there.
-function addBodyExamples<T> (openapiObject: T): T {
-  const doc = openapiObject as Document
-  for (const operations of Object.values(doc.paths ?? {})) {
-    for (const operation of Object.values(operations)) {
-      for (const media of Object.values(operation.requestBody?.content ?? {})) {
-        const ref = media.schema?.$ref
-        if (media.example !== undefined || ref?.startsWith(COMPONENT_REF) !== true) continue
-        const example = doc.components?.schemas?.[ref.slice(COMPONENT_REF.length)]?.examples?.[0]
-        if (example !== undefined) media.example = example
-      }
-    }
-  }
-  return openapiObject
+  components?: { securitySchemes?: Record<string, unknown> }
+  security?: unknown[]
 }
 
 // The response headers callers can rely on, documented once under
@@ -88,24 +67,27 @@ const HEADERS: Record<AnswerHeader | 'X-Request-Id', { description: string, sche
   }
 }
 
-// The answers table of each documented operation (see src/answers.ts).
-const ANSWERS: Record<string, { ok: { example: unknown }, errors: Record<string, Answer> }> = {
-  createPlant: { ok: createPlantOk, errors: createPlantErrors }
+// The answers table of each documented operation (see src/answers.ts), and
+// its request body's example (NewPlant's own).
+const ANSWERS: Record<string, { request: unknown, ok: { example: unknown }, errors: Record<string, Answer> }> = {
+  createPlant: { request: EXAMPLE_PLANT, ok: createPlantOk, errors: createPlantErrors }
 }
 
 const headerRef = (name: string) => ({ $ref: `#/components/headers/${name}` })
 
-// Gives every response its headers (X-Request-Id always, plus the answer's
-// own) and an example body: for an error, the Error whose `error` is that
-// status. A route's response schema cannot say either: @fastify/swagger
-// writes its `headers` inline, each under a `schema` (no $ref to
-// components.headers), and drops `examples` beside the $ref of Plant or
-// Error.
+// What a route's schema cannot say, because @fastify/swagger writes a
+// response's `headers` inline (no $ref to components.headers) and drops
+// `examples` beside a $ref: every response's headers (X-Request-Id always,
+// plus the answer's own), an example body per status (for an error, the
+// Error whose `error` is that status), and the request body's example, for
+// clients that read only the media type (Swagger UI's "Try it out",
+// generators).
 function describeAnswers<T> (openapiObject: T): T {
-  const doc = openapiObject as Document
-  for (const operations of Object.values(doc.paths ?? {})) {
+  for (const operations of Object.values((openapiObject as Document).paths ?? {})) {
     for (const operation of Object.values(operations)) {
       const answers = ANSWERS[operation.operationId ?? '']
+      const body = operation.requestBody?.content?.['application/json']
+      if (body !== undefined && answers !== undefined) body.example = answers.request
       for (const [status, response] of Object.entries(operation.responses ?? {})) {
         const answer = answers?.errors[status]
         response.headers = Object.fromEntries(['X-Request-Id', ...(answer?.headers ?? [])].map((h) => [h, headerRef(h)]))
@@ -118,12 +100,10 @@ function describeAnswers<T> (openapiObject: T): T {
   return openapiObject
 }
 
-// Swagger UI plugins. @fastify/swagger-ui writes them into the page's
-// initializer script as source text (Function.prototype.toString), so they
-// are plain browser code. Swagger UI would load and link the document at
-// /docs/json; these make it load and link /openapi.json, the address callers
-// and generators use. Giving plugins replaces Swagger UI's default list, so
-// its DownloadUrl plugin (which fetches the document) is listed again.
+// Swagger UI plugins, written into the page as source text, so plain browser
+// code. They make Swagger UI load and link /openapi.json, the address callers
+// use, not /docs/json; giving plugins replaces the default list, so its
+// DownloadUrl (which fetches the document) is listed again.
 declare const SwaggerUIBundle: { plugins: { DownloadUrl: (system: unknown) => object } }
 const SWAGGER_UI_PLUGINS = [
   function downloadUrl (system: unknown): object { return SwaggerUIBundle.plugins.DownloadUrl(system) },
@@ -145,22 +125,13 @@ export interface DocsOptions {
   oauth?: { scope: string, tokenUrl: () => string | undefined } | undefined
 }
 
-// The document as served: with the client-credentials flow when a token
+// The document as served gains the client-credentials flow once a token
 // URL is known (AUTH_TOKEN_URL, else the issuer's discovery metadata), so
-// Swagger UI's Authorize can fetch a token; built once per token URL.
-function servedDocument (base: () => unknown, oauth: DocsOptions['oauth']): () => unknown {
-  let built: { url: string, doc: unknown } | undefined
-  return () => {
-    const url = oauth?.tokenUrl()
-    if (oauth === undefined || url === undefined) return base()
-    if (built?.url !== url) built = { url, doc: withClientCredentials(base() as OAuthDocument, url, oauth.scope) }
-    return built.doc
-  }
-}
-
-interface OAuthDocument { components?: { securitySchemes?: Record<string, unknown> }, security?: unknown[] }
-
-function withClientCredentials (doc: OAuthDocument, tokenUrl: string, scope: string): OAuthDocument {
+// Swagger UI's Authorize can fetch a token.
+function withClientCredentials (doc: Document, oauth: DocsOptions['oauth']): Document {
+  const tokenUrl = oauth?.tokenUrl()
+  if (oauth === undefined || tokenUrl === undefined) return doc
+  const { scope } = oauth
   const oauth2 = {
     type: 'oauth2',
     description: 'An access token of the issuer for a client with the scope ' + scope + ' (OAuth 2.0 client credentials): ' +
@@ -193,12 +164,9 @@ const DOCUMENT: FastifyDynamicSwaggerOptions['openapi'] = {
       '`error` equals the HTTP status.',
     version: '1.0.0'
   },
-  // The committed openapi.json must not depend on where a service runs,
-  // so the first server is relative: the service that serves this
-  // document (what Swagger UI uses, and what OpenAPI 3.1 resolves against
-  // the document's own URL). Code running in Node has no such URL and
-  // needs an absolute base: the second entry names it with variables
-  // whose defaults are the service's default HOST and PORT.
+  // The first server is relative (resolved against the document's own URL),
+  // so the committed openapi.json does not depend on where a service runs;
+  // code in Node has no such URL and takes the second, with HOST and PORT.
   servers: [
     { url: '/', description: 'The service serving this document' },
     {
@@ -240,7 +208,7 @@ async function docsPlugin (fastify: FastifyInstance, opts: DocsOptions): Promise
   // registered after it, whatever their context.
   await fastify.register(swagger, {
     openapi: DOCUMENT,
-    transformObject: (doc) => 'openapiObject' in doc ? describeAnswers(addBodyExamples(doc.openapiObject)) : doc.swaggerObject,
+    transformObject: (doc) => 'openapiObject' in doc ? describeAnswers(doc.openapiObject) : doc.swaggerObject,
     // Components take the schemas' $id (Plant, NewPlant, Error), and a
     // `$ref: 'Plant'` inside NewPlant becomes #/components/schemas/Plant.
     refResolver: {
@@ -269,8 +237,7 @@ async function docsPlugin (fastify: FastifyInstance, opts: DocsOptions): Promise
         displayOperationId: true
       }
     })
-    const document = servedDocument(() => fastify.swagger(), opts.oauth)
-    docs.get('/openapi.json', { schema: { hide: true } }, async () => document())
+    docs.get('/openapi.json', { schema: { hide: true } }, async () => withClientCredentials(fastify.swagger() as Document, opts.oauth))
     // A person who opens the service's address lands on the documentation.
     docs.get('/', { schema: { hide: true } }, async (_request, reply) => reply.redirect(DOCS_PREFIX))
   })

@@ -1,6 +1,6 @@
 import fp from 'fastify-plugin'
 import rateLimit from '@fastify/rate-limit'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import { HttpError } from './error-answers.js'
 
 export interface RateLimitOptions {
@@ -11,31 +11,21 @@ export interface RateLimitOptions {
   callers: number
 }
 
-const WINDOW_MS = 60_000
-
-// The caller plugins/auth.ts found: a static token's name (or digest), a
-// JWT's client_id, so a client keeps its window across token refreshes and
-// the limiter's memory never holds a token.
-export function callerKey (request: FastifyRequest): string {
-  return request.caller ?? ''
-}
-
-// Per-caller limits on creates, through @fastify/rate-limit: registered in the
-// API's context after auth, so only authenticated requests count (an
-// unauthenticated flood is answered 401 and counts against nothing), and
-// after the route's media-type check, so a 415 does not count either. The
-// counters live in this process's memory (a fixed one-minute window per
-// caller from its first create): each instance limits on its own, and a
-// restart resets them. Past the limit: 429 in the Error shape, before the
-// body is read, with Retry-After (the seconds until the window ends).
+// In the API's context after auth, so an unauthenticated flood (401) counts
+// against nothing, and after the route's media-type check, so a 415 does not
+// count either. The counters live in this process's memory: each instance
+// limits on its own, and a restart resets them.
 async function rateLimitPlugin (fastify: FastifyInstance, opts: RateLimitOptions): Promise<void> {
   const noHeaders = { 'x-ratelimit-limit': false, 'x-ratelimit-remaining': false, 'x-ratelimit-reset': false, 'retry-after': false }
   await fastify.register(rateLimit, {
     global: true,
     hook: 'onRequest',
     max: opts.perMinute,
-    timeWindow: WINDOW_MS,
-    keyGenerator: callerKey,
+    timeWindow: 60_000,
+    // The caller plugins/auth.ts found (a static token's name or digest, a
+    // JWT's client_id), so a client keeps its window across token refreshes
+    // and the limiter's memory never holds a token.
+    keyGenerator: (request) => request.caller ?? '',
     // The store forgets the least recently seen caller when full (5,000 by
     // default): sized so that no configured caller's window is forgotten.
     cache: opts.callers,

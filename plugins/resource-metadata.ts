@@ -1,8 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import type { JwtAuthConfig } from '../src/config.js'
 
-export const RESOURCE_METADATA_PATH = '/.well-known/oauth-protected-resource'
-
 // OAuth 2.0 protected resource metadata (RFC 9728), public: which issuer's
 // tokens the API takes, for which audience and scope, sent how. Registered
 // only when JWT access tokens are accepted.
@@ -14,7 +12,7 @@ export default async function resourceMetadata (fastify: FastifyInstance, opts: 
     bearer_methods_supported: ['header'],
     resource_name: 'Plant store API'
   }
-  fastify.get(RESOURCE_METADATA_PATH, { schema: { hide: true } }, async (_request, reply) => {
+  fastify.get('/.well-known/oauth-protected-resource', { schema: { hide: true } }, async (_request, reply) => {
     reply.header('cache-control', 'public, max-age=300')
     return metadata
   })

@@ -33,34 +33,22 @@ function toPlant (record: PlantRecord): Plant {
   return record.tag === undefined ? { name: record.name } : { name: record.name, tag: record.tag }
 }
 
-// POST /plants. What runs before this handler, and in which order:
-// docs/architecture.md, "A request's path". The media type is checked in the route's own
-// onRequest: after auth (the context's hooks run first) and before a byte
-// of the body is read. Here: strings the database cannot hold
-// exactly, then the store, whose outcome is the answer (a store that is
-// unavailable throws, and the error handler answers 503, or 504 when a
-// write was sent and not confirmed).
+// POST /plants; what runs before it: docs/architecture.md, "A request's path".
+// The media type is checked in the route's own onRequest: after auth (the
+// context's hooks run first) and before a byte of the body is read.
 const plantsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.post('/plants', {
     schema: createPlantSchema,
-    onRequest: (request, _reply, done) => {
-      try {
-        requireJson(request)
-      } catch (err) {
-        done(err as Error)
-        return
-      }
-      done()
-    }
+    onRequest: async (request) => requireJson(request)
   }, async function createPlant (request) {
     const { id, name, tag } = request.body
     const bad = unstorableField(request.body)
     if (bad !== undefined) {
       throw new HttpError(400, `body/${bad} must not contain U+0000 or an unpaired UTF-16 surrogate`)
     }
+    // A store that cannot answer throws: 503, or 504 for an unconfirmed write.
     const outcome = await fastify.plants.create(tag === undefined ? { id: BigInt(id), name } : { id: BigInt(id), name, tag })
-    // For the access line (plugins/logging/access-log.ts), which never holds the
-    // plant's id or data.
+    // The access line never holds the plant's id or data, only this.
     noteOutcome(request, outcome.kind)
     if (outcome.kind === 'conflict') {
       throw new HttpError(409, `A different plant is already stored with id ${id}`)

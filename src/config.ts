@@ -70,7 +70,7 @@ export interface Config {
   production: boolean
   // Prometheus metrics on a listener of their own (plugins/telemetry/metrics-plugin.ts).
   metricsPort?: number
-  // Creates per token per minute (plugins/rate-limit.ts).
+  // Creates per caller per minute (plugins/rate-limit.ts).
   rateLimitPerMinute?: number
   // Spans exported over OTLP/HTTP in this encoding (plugins/telemetry/tracing-plugin.ts).
   tracing?: { protocol: typeof OTLP_PROTOCOLS[number] }
@@ -94,26 +94,18 @@ export interface JwtAuthConfig {
 
 export class ConfigError extends Error {}
 
-export interface LoadedConfig {
-  config: Config
-  // Set when no token was configured outside production: the server prints it once.
-  generatedToken?: string
-}
-
 // Checks the environment against Env; the first wrong variable stops start-up.
 export function readEnv (env: NodeJS.ProcessEnv = process.env): Env {
   const raw: Record<string, string> = {}
-  for (const key of Object.keys(Env.properties)) {
-    const value = env[key]
-    if (value !== undefined && value !== '') raw[key] = value
-  }
-  // Ajv's coercion takes " 3000", "1e3" and "0x10" as numbers: integers
-  // must be written whole, in decimal.
   for (const [key, schema] of Object.entries(Env.properties)) {
-    const value = raw[key]
-    if ((schema as { type?: string }).type === 'integer' && value !== undefined && !/^-?\d+$/.test(value)) {
+    const value = env[key]
+    if (value === undefined || value === '') continue
+    // Ajv's coercion takes " 3000", "1e3" and "0x10" as numbers: integers
+    // must be written whole, in decimal.
+    if ((schema as { type?: string }).type === 'integer' && !/^-?\d+$/.test(value)) {
       throw new ConfigError(`${key}: must be a whole number (got ${JSON.stringify(value)})`)
     }
+    raw[key] = value
   }
   let e: Env
   try {
@@ -138,7 +130,9 @@ export function databaseConfig (e: Env): Config['database'] {
   return { kind: 'postgres', url }
 }
 
-export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig {
+// generatedToken is set when no token was configured outside production:
+// the server prints it once.
+export function loadConfig (env: NodeJS.ProcessEnv = process.env): { config: Config, generatedToken: string | undefined } {
   const e = readEnv(env)
   const production = e.NODE_ENV === 'production'
   const fileTokens = readTokenFile(e.API_TOKENS_FILE)
@@ -171,7 +165,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
     ...(e.RATE_LIMIT_PER_MINUTE === undefined ? {} : { rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE }),
     ...(tracing === undefined ? {} : { tracing })
   }
-  return generatedToken === undefined ? { config } : { config, generatedToken }
+  return { config, generatedToken }
 }
 
 // Spans are exported when an OTLP endpoint is configured, as OpenTelemetry's
@@ -245,14 +239,17 @@ function checkIssuerUrl (name: string, value: string): void {
 
 interface FileToken { name?: string, token: string }
 
+function readSecretFile (variable: string, path: string): string {
+  try {
+    return readFileSync(path, 'utf8')
+  } catch (err) {
+    throw new ConfigError(`${variable}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? String(err)})`)
+  }
+}
+
 function readTokenFile (path: string | undefined): FileToken[] {
   if (path === undefined) return []
-  let text: string
-  try {
-    text = readFileSync(path, 'utf8')
-  } catch (err) {
-    throw new ConfigError(`API_TOKENS_FILE: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? String(err)})`)
-  }
+  const text = readSecretFile('API_TOKENS_FILE', path)
   // A bearer token never starts with '#' (RFC 6750 b64token), so such lines
   // can explain the file, as the committed example does.
   // A line may name its caller first, `NAME TOKEN`: a token never holds a
@@ -283,13 +280,7 @@ function checkDatabaseUrl (url: string): void {
 // line breaks, as the postgres image reads POSTGRES_PASSWORD_FILE, so one
 // secret file serves both containers and no password sits in the compose file.
 function readPasswordFile (path: string): string {
-  let text: string
-  try {
-    text = readFileSync(path, 'utf8')
-  } catch (err) {
-    throw new ConfigError(`DATABASE_PASSWORD_FILE: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? String(err)})`)
-  }
-  const password = text.replace(/(\r?\n)+$/, '')
+  const password = readSecretFile('DATABASE_PASSWORD_FILE', path).replace(/(\r?\n)+$/, '')
   if (password.length === 0) throw new ConfigError(`DATABASE_PASSWORD_FILE: ${path} holds no password`)
   return password
 }

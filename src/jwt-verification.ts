@@ -12,10 +12,10 @@ import { isSecureUrl, type JwtAuthConfig } from './config.js'
 
 // Asymmetric only: `none` and HMAC (whose "key" would be the issuer's
 // public key, known to everyone) are never accepted.
-export const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519']
+const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519']
 // Far above any access token an issuer makes; a bigger one is refused
 // before anything is decoded or fetched.
-export const MAX_TOKEN_LENGTH = 8192
+const MAX_TOKEN_LENGTH = 8192
 const COOLDOWN_MS = 30_000
 const FETCH_TIMEOUT_MS = 5_000
 // A set older than this is refreshed in the background, still used meanwhile.
@@ -32,13 +32,12 @@ export type Verdict =
 // No usable key, because the issuer did not answer.
 class IssuerUnavailable extends Error {}
 
-interface IssuerKeysOptions { issuer: string, jwksUrl?: string, cooldownMs: number, timeoutMs: number }
-
 // The issuer's key set: fetched when first needed, refetched for an unknown
 // kid at most once per cooldown (one fetch in flight), each fetch (discovery
 // and keys) bounded by the timeout; a failed fetch keeps the last good set.
 export class IssuerKeys {
-  readonly #opts: IssuerKeysOptions
+  readonly #config: JwtAuthConfig
+  readonly #cooldownMs: number
   #keys: JWTVerifyGetKey | undefined
   #fetchedAt = 0
   #lastAttempt = Number.NEGATIVE_INFINITY
@@ -47,26 +46,27 @@ export class IssuerKeys {
   #jwksUrl: string | undefined
   #tokenEndpoint: string | undefined
 
-  constructor (opts: IssuerKeysOptions) {
-    this.#opts = opts
-    this.#jwksUrl = opts.jwksUrl
+  constructor (config: JwtAuthConfig) {
+    this.#config = config
+    this.#cooldownMs = config.jwksCooldownMs ?? COOLDOWN_MS
+    this.#jwksUrl = config.jwksUrl
   }
 
   // From discovery, once it has been read.
   get tokenEndpoint (): string | undefined { return this.#tokenEndpoint }
 
   // Seconds until another fetch may be tried.
-  retryAfterSeconds (now = Date.now()): number {
-    return Math.max(1, Math.ceil((this.#lastAttempt + this.#opts.cooldownMs - now) / 1000))
+  retryAfterSeconds (): number {
+    return Math.max(1, Math.ceil((this.#lastAttempt + this.#cooldownMs - Date.now()) / 1000))
   }
 
   // Fetches unless one was tried within the cooldown; never throws.
   async refresh (): Promise<void> {
     if (this.#inFlight !== undefined) return await this.#inFlight
-    if (Date.now() - this.#lastAttempt < this.#opts.cooldownMs) return
+    if (Date.now() - this.#lastAttempt < this.#cooldownMs) return
     this.#lastAttempt = Date.now()
-    this.#inFlight = this.#fetch().then((jwks) => {
-      this.#keys = createLocalJWKSet(jwks)
+    this.#inFlight = this.#fetch().then((keys) => {
+      this.#keys = keys
       this.#fetchedAt = Date.now()
       this.#lastError = undefined
     }, (err: unknown) => {
@@ -93,18 +93,17 @@ export class IssuerKeys {
     }
   }
 
-  async #fetch (): Promise<JSONWebKeySet> {
-    const signal = AbortSignal.timeout(this.#opts.timeoutMs)
+  // jose checks the set's shape, so a malformed one fails the fetch.
+  async #fetch (): Promise<JWTVerifyGetKey> {
+    const signal = AbortSignal.timeout(this.#config.fetchTimeoutMs ?? FETCH_TIMEOUT_MS)
     if (this.#jwksUrl === undefined) {
-      const metadata = await fetchJson(`${this.#opts.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, signal)
-      if (metadata.issuer !== this.#opts.issuer) throw new Error(`discovery names issuer ${JSON.stringify(metadata.issuer)}`)
+      const metadata = await fetchJson(`${this.#config.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, signal)
+      if (metadata.issuer !== this.#config.issuer) throw new Error(`discovery names issuer ${JSON.stringify(metadata.issuer)}`)
       if (typeof metadata.jwks_uri !== 'string' || !isSecureUrl(metadata.jwks_uri)) throw new Error('discovery gives no https jwks_uri')
       if (typeof metadata.token_endpoint === 'string') this.#tokenEndpoint = metadata.token_endpoint
       this.#jwksUrl = metadata.jwks_uri
     }
-    const jwks = await fetchJson(this.#jwksUrl, signal)
-    if (!Array.isArray(jwks.keys)) throw new Error('the key set has no keys array')
-    return jwks as unknown as JSONWebKeySet
+    return createLocalJWKSet(await fetchJson(this.#jwksUrl, signal) as unknown as JSONWebKeySet)
   }
 }
 
@@ -126,12 +125,7 @@ export class AccessTokens {
 
   constructor (config: JwtAuthConfig) {
     this.#config = config
-    this.keys = new IssuerKeys({
-      issuer: config.issuer,
-      ...(config.jwksUrl === undefined ? {} : { jwksUrl: config.jwksUrl }),
-      cooldownMs: config.jwksCooldownMs ?? COOLDOWN_MS,
-      timeoutMs: config.fetchTimeoutMs ?? FETCH_TIMEOUT_MS
-    })
+    this.keys = new IssuerKeys(config)
   }
 
   // The scope a create needs.

@@ -35,13 +35,10 @@ export const NewPlant = Type.Intersect([
 ], {
   $id: 'NewPlant',
   description: 'A plant to add to the store.',
-  // JSON Schema's own annotation (Ajv knows it); the docs also show it as the
-  // request body's example, which pre-fills Swagger UI's "Try it out".
-  // The start-up banner's curl sends this same plant, so "Try it out" after
-  // it is a replay (200), not a conflict.
+  // Also the request body's example in the docs; the start-up banner's curl
+  // sends this same plant, so "Try it out" after it is a replay (200).
   examples: [EXAMPLE_PLANT]
 })
-export type NewPlant = Static<typeof NewPlant>
 
 export const ErrorBody = Type.Object({
   error: Type.Integer({ format: 'int32', description: 'Numeric error value (the HTTP status)' }),

@@ -13,11 +13,9 @@ export interface MetricsOptions {
 
 const METRICS_PATH = '/metrics'
 
-// Prometheus metrics (metrics.ts), served by a listener of
-// their own so the API port never shows them and a scrape never queues
-// behind API traffic. Registered only when METRICS_PORT is set: otherwise
-// nothing is counted. Registered at the root, before the routes, so every
-// answer is timed, 404s included.
+// Served by a listener of their own, so the API port never shows them and a
+// scrape never queues behind API traffic. At the root, before the routes,
+// so every answer is timed, 404s included.
 async function metricsPlugin (fastify: FastifyInstance, opts: MetricsOptions): Promise<void> {
   let metrics: Metrics | undefined
   let server: Server | undefined

@@ -2,9 +2,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { AnswerKind, StoreObserver, WriterStats } from '../../src/store/plant-store.js'
 import type { PoolStats } from '../../src/store/db.js'
 
-// What GET /metrics shows (Prometheus text format), in one registry of the
-// service's own: the metric names, labels and buckets live here, the wiring
-// in metrics-plugin.ts. docs/operations.md explains each to an on-call person.
+// What GET /metrics shows, in a registry of the service's own;
+// docs/operations.md explains each metric to an on-call person.
 
 // The route label of a request no route matched: scanners' URLs all count
 // here, so they cannot grow the label set.
@@ -22,17 +21,9 @@ export interface MetricSources {
   pool?: () => PoolStats
 }
 
-export interface Metrics {
-  registry: Registry
-  // One answered request: method, route pattern, status, seconds.
-  observeRequest(method: string, route: string, status: number, seconds: number): void
-  // One answered create, by its caller (plugins/auth.ts).
-  observeCreate(caller: string, outcome: AnswerKind): void
-  // Counts what the plant store does.
-  store: StoreObserver
-}
+export type Metrics = ReturnType<typeof createMetrics>
 
-export function createMetrics (sources: MetricSources): Metrics {
+export function createMetrics (sources: MetricSources) {
   const registry = new Registry()
   const registers = [registry]
   // Event-loop lag, heap, GC, CPU, file descriptors.
@@ -74,16 +65,18 @@ export function createMetrics (sources: MetricSources): Metrics {
   return {
     registry,
     observeRequest,
-    observeCreate: (caller, outcome) => byCaller.labels(callerLabel(caller), outcome).inc(),
+    // By the caller plugins/auth.ts found.
+    observeCreate: (caller: string, outcome: AnswerKind) => byCaller.labels(callerLabel(caller), outcome).inc(),
     store: {
       answered: (kind) => byOutcome[kind].inc(),
       rejectedFull: () => rejectedFull.inc(),
       batchStarted: (batch) => batchSize.observe(batch.creates.length)
-    }
+    } satisfies StoreObserver
   }
 }
 
-function requestDuration (registers: Registry[]): Metrics['observeRequest'] {
+// Observes one answered request: method, route pattern, status, seconds.
+function requestDuration (registers: Registry[]) {
   const duration = new Histogram({
     name: 'http_request_duration_seconds',
     help: 'Time from the request\'s arrival to its answer, by method, route pattern and status code',
@@ -94,7 +87,7 @@ function requestDuration (registers: Registry[]): Metrics['observeRequest'] {
   // The label children, looked up once per method, route and status: this
   // runs on every request.
   const byLabels = new Map<string, Histogram.Internal<'method' | 'route' | 'status_code'>>()
-  return (method, route, status, seconds) => {
+  return (method: string, route: string, status: number, seconds: number): void => {
     const key = `${method} ${status} ${route}`
     let child = byLabels.get(key)
     if (child === undefined) {

@@ -1,9 +1,12 @@
 import fp from 'fastify-plugin'
 import { FastifyOtelInstrumentation } from '@fastify/otel'
-import { context, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api'
+import { context, propagation, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api'
+import { NodeTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-node'
+import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http'
+import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto'
+import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../../src/config.js'
-import { startTracing } from './tracing.js'
 import { bindTraceId } from '../logging/request-ids.js'
 import type { PlantRecord, StoreObserver } from '../../src/store/plant-store.js'
 
@@ -11,22 +14,32 @@ export interface TracingOptions {
   tracing: NonNullable<Config['tracing']>
 }
 
-// Spans, when exported (registered only then: without OTEL_EXPORTER_OTLP_ENDPOINT
-// nothing here runs). One span per request from @fastify/otel, which
-// continues an incoming traceparent, named `METHOD route`; under it one span
-// per database write a create joined (src/store/plant-store.ts batches the
-// creates that arrive together into one write), with the batch's size.
-// Hook and handler spans are off: they would add a span per hook per
-// request and tell an on-call person nothing the two levels do not.
+// Started inside the app, not through `node --import`: @fastify/otel patches
+// nothing, so it needs no require or import hooks. The exporter and the
+// provider read the other standard variables themselves (endpoint, headers,
+// OTEL_TRACES_SAMPLER, OTEL_BSP_*).
+function startProvider ({ protocol }: TracingOptions['tracing']): NodeTracerProvider {
+  const exporter = protocol === 'http/json' ? new JsonExporter() : new ProtobufExporter()
+  // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override the default name.
+  const resource = resourceFromAttributes({ 'service.name': 'plant-store' }).merge(detectResources({ detectors: [envDetector] }))
+  const provider = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] })
+  provider.register()
+  return provider
+}
+
+// One span per request from @fastify/otel (continuing an incoming
+// traceparent), and under it one per database write its create joined.
+// Hook and handler spans are off: a span per hook per request would tell an
+// on-call person nothing these two levels do not.
 async function tracingPlugin (fastify: FastifyInstance, opts: TracingOptions): Promise<void> {
-  const tracing = startTracing(opts.tracing)
+  const provider = startProvider(opts.tracing)
   const instrumentation = new FastifyOtelInstrumentation({
     instrumentHooks: false,
     instrumentHandler: false,
     recordExceptions: false,
     requestHook: (span, request) => span.updateName(`${request.method} ${request.routeOptions.url ?? 'unmatched'}`)
   })
-  instrumentation.setTracerProvider(tracing.provider)
+  instrumentation.setTracerProvider(provider)
   await fastify.register(instrumentation.plugin())
 
   // Log lines after this carry the trace id also when the request started
@@ -46,11 +59,19 @@ async function tracingPlugin (fastify: FastifyInstance, opts: TracingOptions): P
   })
 
   fastify.addHook('onReady', async () => {
-    fastify.plants.observe(databaseSpans(tracing.provider.getTracer('plant-store'), fastify.db.kind))
+    fastify.plants.observe(databaseSpans(provider.getTracer('plant-store'), fastify.db.kind))
   })
   fastify.addHook('onClose', async () => {
     instrumentation.disable()
-    await tracing.shutdown()
+    try {
+      // Exports the spans still buffered.
+      await provider.shutdown()
+    } finally {
+      // So an app built later in the same process (tests) can register its own.
+      trace.disable()
+      context.disable()
+      propagation.disable()
+    }
   })
 }
 

@@ -1,9 +1,6 @@
-// The container's health probe: slim images have no curl, so Node asks the
-// service itself. `node dist/src/bin/healthcheck.js live` asks /health/live (the
-// image's HEALTHCHECK), `… ready` asks /health/ready (compose's healthcheck,
-// what depends_on waits for); the Dockerfile says why they differ. Exit 0 on
-// 200, 1 otherwise, within a bound the engine's own timeout does not need to
-// enforce.
+// The container's health probe (slim images have no curl): `live` for the
+// image's HEALTHCHECK, `ready` for compose's, as the Dockerfile explains.
+// Exit 0 on 200, 1 otherwise, within a bound of its own.
 const probe = process.argv[2] ?? 'ready'
 if (probe !== 'live' && probe !== 'ready') {
   process.stderr.write(`healthcheck: expected "live" or "ready", got "${probe}"\n`)

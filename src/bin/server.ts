@@ -1,5 +1,5 @@
 import closeWithGrace from 'close-with-grace'
-import { ConfigError, loadConfig, preparePgliteDataDir, type LoadedConfig } from '../config.js'
+import { ConfigError, loadConfig, preparePgliteDataDir } from '../config.js'
 import { buildApp } from '../app.js'
 import { EXAMPLE_PLANT } from '../schemas.js'
 import { flushLog, logDestination, loggerOptions } from '../../plugins/logging/logger.js'
@@ -14,12 +14,7 @@ function fail (message: string): never {
   process.exit(1)
 }
 
-async function failAfterLogs (message: string): Promise<never> {
-  await flushLog(logs)
-  return fail(message)
-}
-
-let loaded: LoadedConfig
+let loaded: ReturnType<typeof loadConfig>
 try {
   loaded = loadConfig()
   preparePgliteDataDir(loaded.config.database)
@@ -43,8 +38,9 @@ const app = await buildApp({
       }
     : {})
 }).catch(async (err: unknown) => {
+  await flushLog(logs)
   // A ConfigError here is the embedded database's directory in use.
-  return await failAfterLogs(err instanceof ConfigError ? err.message : `start-up failed: ${err instanceof Error ? err.message : String(err)}`)
+  return fail(err instanceof ConfigError ? err.message : `start-up failed: ${err instanceof Error ? err.message : String(err)}`)
 })
 
 // close-with-grace reports a timeout or a second signal through this
@@ -66,8 +62,6 @@ try {
     // After the log lines written so far, not in the middle of them.
     await flushLog(logs)
     // Printed once, outside the JSON log, for a person trying the service.
-    // The curl sends the document's example plant, so Swagger UI's "Try it
-    // out" afterwards answers 200 (a replay) rather than 409.
     process.stdout.write(
       `\nNo API_TOKENS configured: generated a token for this run.\n  Token: ${generatedToken}\n` +
       `  Try:   curl -X POST ${address}/plants -H 'Authorization: Bearer ${generatedToken}' ` +
