@@ -7,15 +7,14 @@ export interface PostgresOptions {
   url: string
   timeoutMs: number
   log: FastifyBaseLogger
-  poolSize?: number
 }
 
 // How long the readiness probe's commit may wait for its reply.
 const PROBE_WAIT_MS = 60_000
 
-export function openPostgres ({ url, timeoutMs, log, poolSize = 10 }: PostgresOptions): Db {
+export function openPostgres ({ url, timeoutMs, log }: PostgresOptions): Db {
   const connection = connectionConfig(url, timeoutMs)
-  const pool = new pg.Pool({ ...connection, max: poolSize })
+  const pool = new pg.Pool({ ...connection, max: 10 })
   // The readiness probe's own connection. A probe whose commit waits (a
   // missing synchronous standby, a frozen server) keeps it until the stall
   // ends, up to PROBE_WAIT_MS: a read timeout that gave it up sooner would

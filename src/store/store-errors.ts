@@ -33,12 +33,11 @@ const networkCodes = new Set([
 // 3D000: the database named in DATABASE_URL does not exist yet (a deploy
 // step creates it after the service starts): waited for like a server
 // that is not up yet.
-// 25006 (read_only_sql_transaction): the server refuses writes. Behind an
-// HA proxy that is a standby or a primary being demoted for a moment, so
-// it is the database being unavailable, not a fault of the code: a write
-// there is answered 503 and, like every failed statement, its connection
-// is dropped by the pool, never reused. 57P04: the database was dropped
-// under the connection; 57P05: the server ended an idle session.
+// 25006 (read_only_sql_transaction): behind an HA proxy, a standby or a
+// primary being demoted: the database is unavailable (503), not the code
+// at fault, and the pool drops that connection as after every failure.
+// 57P04: the database was dropped under the connection; 57P05: the server
+// ended an idle session.
 export const DATABASE_MISSING = '3D000'
 const READ_ONLY = '25006'
 const unavailableStates = new Set([
@@ -112,11 +111,8 @@ function notSent (err: unknown): boolean {
 
 // The SQLSTATE of a database error, or of the one a StoreUnavailableError wraps.
 export function sqlState (err: unknown): string | undefined {
-  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    const code = (e as { code?: unknown }).code
-    if (typeof code === 'string') return code
-  }
-  return undefined
+  const code = ((err instanceof StoreUnavailableError ? err.cause : err) as { code?: unknown } | null)?.code
+  return typeof code === 'string' ? code : undefined
 }
 
 // Bounds a read as a whole: the readiness check, and the SELECT that
