@@ -49,11 +49,11 @@ function stage (request: Extract<Request, { op: 'stage' }>): void {
 }
 
 function paramsOf (request: Extract<Request, { op: 'query' }>): unknown[] | undefined {
-  if (request.staged === undefined) return request.params
-  const params = [...(request.params ?? [])]
   const slots = staging.get(request.id)
+  if (slots === undefined) return request.params
   staging.delete(request.id)
-  for (const slot of request.staged) params[slot] = slots?.get(slot) ?? []
+  const params = [...(request.params ?? [])]
+  for (const [slot, items] of slots) params[slot] = items
   return params
 }
 
@@ -114,7 +114,7 @@ function serve (db: PGliteType, request: Request): void {
     stage(request)
     return
   }
-  const tx = request.op === 'end' ? request.tx : 'tx' in request ? request.tx : undefined
+  const tx = 'tx' in request ? request.tx : undefined
   if (tx !== undefined) {
     const inbox = sessions.get(tx)
     if (inbox === undefined) {

@@ -23,14 +23,12 @@ type Stage = Omit<Extract<Request, { op: 'stage' }>, 'id'>
 // ahead in parts of about this size, so the HTTP loop runs between them.
 export const STAGE_CHARS = 4 * 1024 * 1024
 
-function stageParams (params: unknown[]): { inline: unknown[], staged: number[], parts: Stage[] } {
+function stageParams (params: unknown[]): { inline: unknown[], parts: Stage[] } {
   const inline = [...params]
-  const staged: number[] = []
   const parts: Stage[] = []
   params.forEach((param, slot) => {
     if (!Array.isArray(param) || charsOf(param) <= STAGE_CHARS) return
     inline[slot] = null
-    staged.push(slot)
     let start = 0
     let chars = 0
     param.forEach((item, i) => {
@@ -41,7 +39,7 @@ function stageParams (params: unknown[]): { inline: unknown[], staged: number[],
       chars = 0
     })
   })
-  return { inline, staged, parts }
+  return { inline, parts }
 }
 
 // Close enough for sizing messages: strings dominate; anything else is small.
@@ -99,8 +97,8 @@ function sqlOver (call: CallThread, tx?: number): Sql {
   return {
     async query<R extends Row = Row>(text: string, params?: unknown[]) {
       if (params === undefined) return await call({ op: 'query', text, ...session }) as R[]
-      const { inline, staged, parts } = stageParams(params)
-      return await call({ op: 'query', text, params: inline, ...(staged.length > 0 ? { staged } : {}), ...session }, parts) as R[]
+      const { inline, parts } = stageParams(params)
+      return await call({ op: 'query', text, params: inline, ...session }, parts) as R[]
     },
     async exec (text: string) {
       await call({ op: 'exec', text, ...session })

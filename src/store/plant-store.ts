@@ -124,8 +124,7 @@ export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = tru
 
 export type PlantStore = ReturnType<typeof createPlantStore>
 
-// The queue's write: numbers each batch, writes it, and tells the watchers
-// when it starts and how it ended.
+// The queue's write, numbered and told to the watchers.
 function watchedWriter (context: WriteContext, tell: (call: (o: StoreObserver) => void) => void): (batch: Pending[]) => Promise<void> {
   let batches = 0
   return async (batch) => {
@@ -437,7 +436,6 @@ function answerCompared (g: Group, row: (i: number) => Compared, onAnswer: Write
   }
 }
 
-// Fails every request of groups with err, and returns err.
 function failAll (ctx: WriteContext, groups: Group[], err: unknown): unknown {
   const unknown = err instanceof OutcomeUnknownError
   for (const g of groups) {

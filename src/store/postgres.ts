@@ -3,16 +3,10 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Db, QueryOptions, Row, Sql } from './db.js'
 import { asStoreError, sentWriteError } from './store-errors.js'
 
-export interface PostgresOptions {
-  url: string
-  timeoutMs: number
-  log: FastifyBaseLogger
-}
-
 // How long the readiness probe's commit may wait for its reply.
 const PROBE_WAIT_MS = 60_000
 
-export function openPostgres ({ url, timeoutMs, log }: PostgresOptions): Db {
+export function openPostgres ({ url, timeoutMs, log }: { url: string, timeoutMs: number, log: FastifyBaseLogger }): Db {
   const connection = connectionConfig(url, timeoutMs)
   const pool = new pg.Pool({ ...connection, max: 10 })
   // The readiness probe's own connection. A probe whose commit waits (a
@@ -111,7 +105,6 @@ async function onClient<T> (pool: pg.Pool, fn: (client: pg.PoolClient) => Promis
   }
 }
 
-// Runs fn inside BEGIN … COMMIT (ROLLBACK when it throws).
 async function inTransaction<T> (pool: pg.Pool, fn: (tx: Sql) => Promise<T>): Promise<T> {
   return await onClient(pool, async (client) => {
     const tx = sqlOf(client)

@@ -65,9 +65,7 @@ export function isUnavailable (err: unknown): boolean {
   if (err instanceof OutcomeUnknownError) return false
   if (!(err instanceof Error)) return false
   const code = (err as { code?: unknown }).code
-  if (typeof code === 'string') {
-    if (networkCodes.has(code) || unavailableStates.has(code) || code.startsWith('08')) return true
-  }
+  if (typeof code === 'string' && (networkCodes.has(code) || unavailableStates.has(code) || code.startsWith('08'))) return true
   return unavailableMessages.some((m) => err.message.includes(m))
 }
 
@@ -99,14 +97,10 @@ export function asStoreError (err: unknown): unknown {
 // commit: unknown.
 export function sentWriteError (err: unknown): unknown {
   const severity = (err as { severity?: unknown } | null)?.severity
-  if (severity === 'ERROR' || notSent(err)) return asStoreError(err)
+  // pg refuses a statement on a connection it knows is broken, unsent.
+  const notSent = err instanceof Error && err.message.includes('is not queryable')
+  if (severity === 'ERROR' || notSent) return asStoreError(err)
   return new OutcomeUnknownError('the write was sent and not confirmed', { cause: err })
-}
-
-// pg refuses a statement on a connection it already knows is broken,
-// before sending anything.
-function notSent (err: unknown): boolean {
-  return err instanceof Error && err.message.includes('is not queryable')
 }
 
 // The SQLSTATE of a database error, or of the one a StoreUnavailableError wraps.
