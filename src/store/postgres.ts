@@ -30,10 +30,8 @@ export function openPostgres ({ url, timeoutMs, log }: { url: string, timeoutMs:
     // holds) does not stall every create; more writers make smaller
     // batches and cost the server more per row (bench/RESULTS.md).
     writers: 2,
-    // The server ends a statement past statement_timeout (57014, nothing
-    // stored: a true 503). A failure before the write is sent (no
-    // connection) is a 503; after, the database's refusal is, and anything
-    // else is an unknown outcome (sentWriteError).
+    // On a client of its own, so failing to connect is a 503 (nothing
+    // sent); once sent, sentWriteError tells a refusal from an unknown.
     writeBefore: async <R extends Row = Row>(_deadline: number, text: string, params?: unknown[], options?: QueryOptions) =>
       await onClient(pool, async (client) => {
         try {
