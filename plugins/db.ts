@@ -42,7 +42,7 @@ async function dbPlugin (fastify: FastifyInstance, opts: DbPluginOptions): Promi
     timeoutMs: dbTimeoutMs,
     migrated: false,
     log,
-    ...(opts.writer === undefined ? {} : { writer: opts.writer })
+    writer: opts.writer
   })
 
   const migrateWithRetry = async (): Promise<void> => {

@@ -21,10 +21,6 @@ export class DataDirInUseError extends ConfigError {
   override name = 'DataDirInUseError'
 }
 
-export interface DataDirLock {
-  release(): void
-}
-
 // One process per embedded data directory: two PGlite instances on one
 // directory each keep their own buffers and overwrite each other's pages.
 // The lock is the kernel's, on the lock file's inode: it holds across
@@ -33,7 +29,7 @@ export interface DataDirLock {
 // however it ends, so a process killed with SIGKILL leaves nothing that
 // blocks the next start. The pid and host written into the file only tell
 // an operator who holds it.
-export function lockDataDir (dataDir: string): DataDirLock {
+export function lockDataDir (dataDir: string): { release: () => void } {
   const path = join(dataDir, LOCK_FILE)
   const fd = openSync(path, 'a+')
   let granted: boolean

@@ -1,6 +1,4 @@
-// The small SQL surface both backends offer. The plant store and the
-// migrations speak only to this, so PostgreSQL (pg) and embedded PGlite run
-// the same SQL.
+// What both backends offer, so PostgreSQL (pg) and PGlite run the same SQL.
 export type Row = Record<string, unknown>
 
 export interface QueryOptions {
@@ -23,9 +21,8 @@ export interface Db extends Sql {
   // runs side by side to good effect.
   readonly writers: number
   // One statement that writes, whose effect must not be committed once
-  // `deadline` (performance.now()) has passed: each backend bounds a write
-  // already sent in its own way, and a write is never raced against a timer
-  // (its caller must be told what the database did).
+  // `deadline` (performance.now()) has passed. Never raced against a timer:
+  // its caller must be told what the database did.
   writeBefore<R extends Row = Row>(deadline: number, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]>
   // Runs fn on one connection inside BEGIN … COMMIT (ROLLBACK when it throws).
   transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T>
@@ -40,8 +37,7 @@ export interface Db extends Sql {
   freeBytes?(): Promise<number>
 }
 
-// What a backend's connection offers before the plant store's write rules
-// are added to it (pglite.ts adds them to the embedded thread's).
+// The embedded thread's connection, before pglite.ts adds the write rules.
 export type Connection = Omit<Db, 'writers' | 'writeBefore' | 'freeBytes' | 'probe'>
 
 export interface PoolStats {

@@ -12,16 +12,11 @@ export const migrationsDir = join(projectRoot, 'migrations')
 // Any constant works; it only has to be the same for every instance.
 export const MIGRATION_LOCK = 727_001
 
-export interface MigrationResult {
-  applied: number[]
-  version: number
-}
-
 // Runs the pending migrations in one transaction that first takes a
 // transaction-scoped advisory lock: instances starting together queue on the
 // lock, and the second finds nothing left to do. A failing migration rolls
 // back whole and the error propagates (start-up stops).
-export async function migrate (db: Db): Promise<MigrationResult> {
+export async function migrate (db: Db): Promise<{ applied: number[], version: number }> {
   return await db.transaction(async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
     const postgrator = new Postgrator({

@@ -11,9 +11,8 @@ export interface PgliteThreadData {
 // `tx` names an open transaction session; without it the statement runs on
 // its own (PGlite queues it behind any open transaction).
 export type Request =
-  // Parameters in `staged` slots arrived before, in 'stage' messages.
-  | { id: number, op: 'query', text: string, params?: unknown[], staged?: number[], tx?: number }
-  // Part of one array parameter of the query with the same id.
+  | { id: number, op: 'query', text: string, params?: unknown[], tx?: number }
+  // Part of one array parameter of the query with the same id, sent before it.
   | { id: number, op: 'stage', slot: number, items: unknown[] }
   | { id: number, op: 'exec', text: string, tx?: number }
   // Answered with the session's number once BEGIN has run.

@@ -3,15 +3,13 @@ import { setFlagsFromString } from 'node:v8'
 import type { PGlite as PGliteType, Transaction } from '@electric-sql/pglite'
 import { errorToData, type PgliteThreadData, type Reply, type Request, type Started } from './pglite-protocol.js'
 
-// The thread that owns the embedded database (started by pglite-worker.ts).
-// PGlite runs PostgreSQL as WebAssembly on the thread that calls it, so a
-// large statement here keeps this thread busy, not the HTTP loop.
+// The thread that owns the embedded database (started by pglite-worker.ts):
+// PGlite runs on the thread that calls it, so a large statement keeps this
+// thread busy, not the HTTP loop.
 
-// V8 tiers PGlite's hot WebAssembly functions up to TurboFan in the
-// background; that held ~80 MB more resident memory and gave no measurable
-// throughput under `npm run bench` (bench/RESULTS.md), so the embedded
-// database stays on the baseline compiler, Liftoff. V8 reads the flag when
-// it compiles a module, so it is set before PGlite is loaded and compiles its.
+// TurboFan's tier-up of PGlite's WebAssembly held more resident memory for
+// no throughput (bench/RESULTS.md): stay on Liftoff. V8 reads the flag when
+// it compiles a module, so it is set before PGlite is loaded.
 setFlagsFromString('--liftoff-only')
 const { PGlite } = await import('@electric-sql/pglite')
 
@@ -51,11 +49,11 @@ function stage (request: Extract<Request, { op: 'stage' }>): void {
 }
 
 function paramsOf (request: Extract<Request, { op: 'query' }>): unknown[] | undefined {
-  if (request.staged === undefined) return request.params
-  const params = [...(request.params ?? [])]
   const slots = staging.get(request.id)
+  if (slots === undefined) return request.params
   staging.delete(request.id)
-  for (const slot of request.staged) params[slot] = slots?.get(slot) ?? []
+  const params = [...(request.params ?? [])]
+  for (const [slot, items] of slots) params[slot] = items
   return params
 }
 
@@ -116,7 +114,7 @@ function serve (db: PGliteType, request: Request): void {
     stage(request)
     return
   }
-  const tx = request.op === 'end' ? request.tx : 'tx' in request ? request.tx : undefined
+  const tx = 'tx' in request ? request.tx : undefined
   if (tx !== undefined) {
     const inbox = sessions.get(tx)
     if (inbox === undefined) {

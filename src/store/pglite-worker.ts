@@ -1,4 +1,5 @@
 import { Worker } from 'node:worker_threads'
+import { once } from 'node:events'
 import { setImmediate } from 'node:timers/promises'
 import { extname } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -7,36 +8,27 @@ import { asStoreError, StoreUnavailableError } from './store-errors.js'
 import { errorFromData, type PgliteThreadData, type Reply, type Request, type Started } from './pglite-protocol.js'
 
 // The thread's file beside this one: .js once compiled to dist/, .ts under
-// tsx (tests, `npm run dev`). Node 20 does not apply the process's --import
-// hooks to a worker's entry module, so under tsx a two-line entry registers
-// tsx in the worker before it imports the TypeScript file.
-const threadExtension = extname(fileURLToPath(import.meta.url))
-const threadFile = new URL(`./pglite-thread${threadExtension}`, import.meta.url)
+// tsx, whose hooks the worker shares (Node 22.2 and later).
+const threadFile = new URL(`./pglite-thread${extname(fileURLToPath(import.meta.url))}`, import.meta.url)
 
 export function startPgliteThread (data: PgliteThreadData): Worker {
-  if (threadExtension !== '.ts') return new Worker(threadFile, { workerData: data })
-  const tsx = JSON.stringify(import.meta.resolve('tsx/esm/api'))
-  const entry = `import(${tsx}).then((tsx) => { tsx.register(); return import(${JSON.stringify(threadFile.href)}) })`
-  return new Worker(entry, { eval: true, workerData: data })
+  return new Worker(threadFile, { workerData: data })
 }
 
 type Call = Request extends infer R ? R extends Request ? Omit<R, 'id'> : never : never
 type Stage = Omit<Extract<Request, { op: 'stage' }>, 'id'>
 
 // Structured clone copies a message on the sending thread in one go, in
-// time that grows with its size, and one statement of a batch of large
-// creates can carry hundreds of MB. Array parameters larger than this go ahead in parts of
-// about this size, so the HTTP loop runs between them.
+// time that grows with its size: array parameters larger than this go
+// ahead in parts of about this size, so the HTTP loop runs between them.
 export const STAGE_CHARS = 4 * 1024 * 1024
 
-function stageParams (params: unknown[]): { inline: unknown[], staged: number[], parts: Stage[] } {
+function stageParams (params: unknown[]): { inline: unknown[], parts: Stage[] } {
   const inline = [...params]
-  const staged: number[] = []
   const parts: Stage[] = []
   params.forEach((param, slot) => {
     if (!Array.isArray(param) || charsOf(param) <= STAGE_CHARS) return
     inline[slot] = null
-    staged.push(slot)
     let start = 0
     let chars = 0
     param.forEach((item, i) => {
@@ -47,7 +39,7 @@ function stageParams (params: unknown[]): { inline: unknown[], staged: number[],
       chars = 0
     })
   })
-  return { inline, staged, parts }
+  return { inline, parts }
 }
 
 // Close enough for sizing messages: strings dominate; anything else is small.
@@ -105,8 +97,8 @@ function sqlOver (call: CallThread, tx?: number): Sql {
   return {
     async query<R extends Row = Row>(text: string, params?: unknown[]) {
       if (params === undefined) return await call({ op: 'query', text, ...session }) as R[]
-      const { inline, staged, parts } = stageParams(params)
-      return await call({ op: 'query', text, params: inline, ...(staged.length > 0 ? { staged } : {}), ...session }, parts) as R[]
+      const { inline, parts } = stageParams(params)
+      return await call({ op: 'query', text, params: inline, ...session }, parts) as R[]
     },
     async exec (text: string) {
       await call({ op: 'exec', text, ...session })
@@ -178,28 +170,17 @@ function callsTo (worker: Worker): ThreadCalls {
   return { call, gone: () => gone !== undefined, stop }
 }
 
+// The thread's first message, or its 'error' (once() rejects with it), or
+// its exit.
 async function started (worker: Worker): Promise<void> {
-  await new Promise<void>((resolve, reject) => {
-    const done = (): void => {
-      worker.off('message', onMessage)
-      worker.off('error', onError)
-      worker.off('exit', onExit)
-    }
-    const onMessage = (message: Started): void => {
-      done()
-      if (message.started) resolve()
-      else reject(errorFromData(message.error))
-    }
-    const onExit = (code: number): void => {
-      done()
-      reject(new Error(`the embedded database thread exited with code ${code} before it opened`))
-    }
-    const onError = (err: Error): void => {
-      done()
-      reject(err)
-    }
-    worker.on('message', onMessage)
-    worker.on('error', onError)
-    worker.on('exit', onExit)
+  const waiting = new AbortController()
+  const exited = once(worker, 'exit', { signal: waiting.signal }).then(([code]) => {
+    throw new Error(`the embedded database thread exited with code ${String(code)} before it opened`)
   })
+  try {
+    const [message] = await Promise.race([once(worker, 'message', { signal: waiting.signal }), exited]) as [Started]
+    if (!message.started) throw errorFromData(message.error)
+  } finally {
+    waiting.abort()
+  }
 }

@@ -7,15 +7,12 @@ import { makeWritableDirectory } from '../directory.js'
 import { lockDataDir } from './data-dir-lock.js'
 import { pgliteOverThread, startPgliteThread } from './pglite-worker.js'
 
-// PostgreSQL's default 128 MB of shared buffers is touched at start-up
-// inside the WebAssembly memory, so it is resident from the first second:
-// about 120 MB of the process's RSS. The embedded store serves small
-// deployments whose tables fit in far less, and a page that is not in
-// shared buffers is still in the OS page cache. 8 MB ran the benchmark as
-// fast as 16 and 32 MB (bench/RESULTS.md).
+// Shared buffers are touched at start-up inside the WebAssembly memory, so
+// all of them are resident at once; a page not in them is still in the OS
+// page cache, and a small size ran the benchmark as fast (bench/RESULTS.md).
 export const PGLITE_SHARED_BUFFERS = '8MB'
 // PGlite runs one backend, but shared memory (lock table, process slots)
-// is sized for max_connections: PostgreSQL's default of 100 costs ~18 MB.
+// is sized for max_connections.
 export const PGLITE_MAX_CONNECTIONS = 8
 
 // The embedded database: PostgreSQL compiled to WebAssembly, run on a
@@ -35,8 +32,7 @@ export async function openPglite (dataDir: string): Promise<Db> {
   let db: Connection
   try {
     // A new directory is initialised (initdb) by a thread that then ends:
-    // a thread that stays on after initdb keeps ~450 MB more resident
-    // (670 against 220 MB on first start), until the process restarts.
+    // one that stayed on would keep initdb's peak resident until a restart.
     if (!inMemory && !existsSync(join(dataDir, 'PG_VERSION'))) {
       await (await pgliteOverThread(startPgliteThread(thread))).close()
     }
@@ -51,10 +47,8 @@ export async function openPglite (dataDir: string): Promise<Db> {
     // inside it.
     writers: 1,
     // PGlite cannot cancel a statement (WebAssembly has no timer signal), so
-    // a write runs in a transaction that is rolled back when it ends past
-    // its deadline; the writer's byte bound per batch keeps that overrun
-    // short. Only the COMMIT can leave the outcome unknown: a thread that
-    // dies after it was sent may have written it (sentWriteError).
+    // a write runs in a transaction rolled back when it ends past its
+    // deadline. Only a COMMIT sent can leave the outcome unknown.
     async writeBefore<R extends Row = Row> (deadline: number, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]> {
       let committing = false
       try {

@@ -1,21 +1,14 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { Db } from './db.js'
 import { asStoreError, isTransient, isUnavailable, OutcomeUnknownError, StoreUnavailableError, withDeadline } from './store-errors.js'
-import { createWriteQueue, type Pending } from './write-queue.js'
+import { createWriteQueue, type Pending, type WriteQueueOptions } from './write-queue.js'
 
-// The plant store answers every create: created, replayed (the same plant
-// was already stored), conflict (a different one was), unavailable (a
-// StoreUnavailableError, 503: nothing stored; not migrated yet, the
-// database is down, refused or too slow, too many creates waiting), or
-// unknown (an OutcomeUnknownError, 504: the write was sent and not
-// confirmed in time).
-//
-// Every create is an INSERT that must reach the database before it is
-// answered. One statement per request makes the database round trip the
-// limit; gathering the creates that arrive while a write is in flight into
-// one statement makes the machine the limit instead: a queue
-// (write-queue.ts) decides when a batch goes, and this file writes it and
-// tells each create what the database did with its row.
+// Every create is answered only once the database has its row: the creates
+// that arrive while a write is in flight share the next statement, so the
+// machine, not the round trip, is the limit. The queue (write-queue.ts)
+// decides when a batch goes; this file writes it and tells each create
+// what the database did with its row (docs/architecture.md, "The write
+// queue").
 
 // A plant as the store keeps it: the exact int64 id, tag absent as undefined.
 export interface PlantRecord {
@@ -24,8 +17,6 @@ export interface PlantRecord {
   tag?: string
 }
 
-// created: stored now; replayed: the same plant was already stored;
-// conflict: a different plant was (nothing overwritten).
 export type CreateOutcome =
   | { kind: 'created', plant: PlantRecord }
   | { kind: 'replayed', plant: PlantRecord }
@@ -36,7 +27,7 @@ export type AnswerKind = CreateOutcome['kind'] | 'unknown'
 
 export interface PlantStoreOptions {
   // DB_TIMEOUT_MS: how long a create may wait for a writer, and how long
-  // one batch may take to write, retries included (see writeBatch). The
+  // one batch may take to write, retries included (see settle). The
   // readiness check is held to the shorter READY_TIMEOUT_MS. Unset: no
   // deadline.
   timeoutMs?: number
@@ -45,23 +36,12 @@ export interface PlantStoreOptions {
   migrated?: boolean
   // Where a failed readiness check is logged.
   log?: Pick<FastifyBaseLogger, 'debug'>
-  // Batch size, queue bound and writers in flight; defaults suit production.
+  // The queue's bounds; the defaults below suit production, and batches in
+  // flight default to the backend's own number (Db.writers).
   writer?: WriterOptions
 }
 
-export interface WriterOptions {
-  // Rows written by one statement at most.
-  maxBatch?: number
-  // Creates waiting for a writer at most; past it create() refuses with
-  // StoreUnavailableError (503).
-  maxQueue?: number
-  // Batches in flight at once; the backend's own number (Db.writers) by
-  // default.
-  concurrency?: number
-  // Characters of names and tags written by one statement at most: a
-  // batch of large plants must still fit in its deadline.
-  maxBatchBytes?: number
-}
+export type WriterOptions = Partial<Omit<WriteQueueOptions, 'timeoutMs'>>
 
 // Under a usual load batches stay far below the row bound, so it only
 // matters for bursts (bench/RESULTS.md).
@@ -69,19 +49,16 @@ export const DEFAULT_MAX_BATCH = 256
 export const DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024
 export const DEFAULT_MAX_QUEUE = 10_000
 
-// What the store tells whoever watches it (metrics, tracing) without knowing
-// who: every method is optional and runs synchronously on the create path,
-// so a watcher must be cheap. With no watcher nothing is called.
+// What the store tells its watchers (metrics, tracing): every method runs
+// synchronously on the create path, so a watcher must be cheap.
 export interface StoreObserver {
   // A create joined the queue; called in the caller's async context.
   queued?(plant: PlantRecord): void
   // A create was refused because maxQueue creates were already waiting (503).
   rejectedFull?(): void
-  // One write (an INSERT … unnest for the whole batch, then a SELECT for
-  // the ids already stored) starts or ends; failure is what failed it.
+  // One batch's write starts or ends; failure is what failed it.
   batchStarted?(batch: WriteBatch): void
   batchFinished?(batch: WriteBatch, failure: unknown): void
-  // What one create was told: what the database did with it, or unknown.
   answered?(kind: AnswerKind): void
 }
 
@@ -131,11 +108,10 @@ export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = tru
     markMigrated (): void {
       isMigrated = true
     },
-    // Stores a new plant, or recognises a retry of the same plant, or
-    // refuses one that would overwrite a different plant. Resolves only once
-    // the row is committed; rejects with StoreUnavailableError only when it
-    // was not written, with OutcomeUnknownError when it may have been. Not
-    // async: one promise per create, the queue's.
+    // Resolves only once the row is committed; rejects with
+    // StoreUnavailableError only when it was not written, with
+    // OutcomeUnknownError when it may have been. Not async: one promise per
+    // create, the queue's.
     create (plant: PlantRecord): Promise<CreateOutcome> {
       if (!isMigrated) return Promise.reject(new StoreUnavailableError('The database is not ready yet'))
       if (queue.full()) tell((o) => o.rejectedFull?.())
@@ -148,8 +124,7 @@ export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = tru
 
 export type PlantStore = ReturnType<typeof createPlantStore>
 
-// The queue's write: numbers each batch, writes it, and tells the watchers
-// when it starts and how it ended.
+// The queue's write, numbered and told to the watchers.
 function watchedWriter (context: WriteContext, tell: (call: (o: StoreObserver) => void) => void): (batch: Pending[]) => Promise<void> {
   let batches = 0
   return async (batch) => {
@@ -157,7 +132,7 @@ function watchedWriter (context: WriteContext, tell: (call: (o: StoreObserver) =
     tell((o) => o.batchStarted?.(event))
     let failure: unknown
     try {
-      failure = await writeBatch(context, batch)
+      failure = await settle(context, groupById(batch), performance.now() + context.timeoutMs, { unconfirmed: false })
     } catch (err) {
       // A bug in the write must not leave a request waiting forever;
       // requests already answered ignore this.
@@ -219,10 +194,9 @@ function readinessProbe (db: Db, boundMs: number, migrated: () => boolean, log?:
 
 // ---- one batch's write ----
 
-// Ids travel as decimal text cast to bigint[], so no driver ever sees a
-// rounded number. Rows the database already holds come back from the
-// second statement: under READ COMMITTED it sees rows committed after the
-// INSERT began, which one statement (a CTE) could not.
+// Rows the database already holds come back from the second statement:
+// under READ COMMITTED it sees rows committed after the INSERT began,
+// which one statement (a CTE) could not.
 export const insertBatchSql =
   'INSERT INTO plants (id, name, tag) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) ' +
   'ON CONFLICT (id) DO NOTHING RETURNING id'
@@ -276,27 +250,16 @@ interface Sent {
   unconfirmed: boolean
 }
 
-// Writes a batch and answers every create in it; resolves with the error
-// that failed some of them, if any, and never rejects for a database error.
-//
-// Once taken, a batch is no longer answered by a timer: each create's
-// answer is what the database did with its row. The deadline counts from
-// the take: no INSERT (a retry, a row written alone) starts past it, the
-// SELECT answering stored ids, which writes nothing, is held to it, and the
-// database bounds a write already sent (Db.writeBefore). A batch taken just
-// before its creates expire would otherwise always fail, and a busy queue
-// would write nothing at all. A batch that failed because the database is
-// away, or whose write was not confirmed (isTransient), is sent again after
-// a pause, as long as the pause ends before the deadline: a failover the
-// deadline covers shows callers no error, and a write that did commit is
-// found stored (answered as a replay). Past the deadline, a batch one of
-// whose writes was not confirmed is answered 504, never 503.
-export async function writeBatch (ctx: WriteContext, batch: Pending[]): Promise<unknown> {
-  return await settle(ctx, groupById(batch), performance.now() + ctx.timeoutMs, { unconfirmed: false })
-}
-
 // Answers every request of groups; returns the error that failed them, if
 // any, so writing rows one by one can stop when the database is gone.
+//
+// The deadline counts from the batch's take, not from its creates' expiry:
+// a batch taken just before they expire would otherwise always fail. Once
+// taken, a create is answered by what the database did with its row, never
+// by a timer: no INSERT starts past the deadline, the SELECT (which writes
+// nothing) is held to it, and the database bounds a write already sent
+// (Db.writeBefore). Past it, a batch one of whose writes was not confirmed
+// is answered 504, never 503.
 async function settle (ctx: WriteContext, groups: Group[], deadline: number, sent: Sent): Promise<unknown> {
   let pending = groups
   let outageRetries = 0
@@ -324,7 +287,7 @@ async function settle (ctx: WriteContext, groups: Group[], deadline: number, sen
         continue
       }
       if (isUnavailable(err) || err instanceof OutcomeUnknownError || unanswered.length === 1) {
-        return failAll(ctx, unanswered, sent.unconfirmed ? unknownAfter(err) : asStoreError(err))
+        return failAll(ctx, unanswered, failureAfter(err, sent))
       }
       // Something in this batch cannot be stored (or the statement failed
       // for a reason of its own): write each row alone, so only the row at
@@ -335,7 +298,9 @@ async function settle (ctx: WriteContext, groups: Group[], deadline: number, sen
   return undefined
 }
 
-function unknownAfter (err: unknown): unknown {
+// Once a write was sent and not confirmed, every later failure is unknown.
+function failureAfter (err: unknown, sent: Sent): unknown {
+  if (!sent.unconfirmed) return asStoreError(err)
   return err instanceof OutcomeUnknownError ? err : new OutcomeUnknownError('a write of this row was not confirmed', { cause: err })
 }
 
@@ -343,7 +308,7 @@ async function oneByOne (ctx: WriteContext, groups: Group[], deadline: number, s
   for (let i = 0; i < groups.length; i++) {
     const failure = await settle(ctx, [groups[i] as Group], deadline, { ...sent })
     if (failure !== undefined && (isUnavailable(failure) || failure instanceof OutcomeUnknownError)) {
-      return failAll(ctx, groups.slice(i + 1), sent.unconfirmed ? unknownAfter(failure) : asStoreError(failure))
+      return failAll(ctx, groups.slice(i + 1), failureAfter(failure, sent))
     }
   }
   return undefined
@@ -362,18 +327,10 @@ async function pauseBeforeRetry (n: number, deadline: number): Promise<boolean> 
 // Writes the groups' rows in one statement, answers the ones it created
 // and returns the groups whose id was already stored.
 async function insert (ctx: WriteContext, groups: Group[], deadline: number, sent: Sent): Promise<Group[]> {
-  const ids: string[] = []
-  const names: string[] = []
-  const tags: Array<string | null> = []
-  for (const g of groups) {
-    const plant = first(g).plant
-    ids.push(g.id.toString())
-    names.push(plant.name)
-    tags.push(plant.tag ?? null)
-  }
+  const params = columns(groups.map((g) => first(g).plant))
   let rows: Array<{ id: unknown }>
   try {
-    rows = await ctx.db.writeBefore<{ id: unknown }>(deadline, insertBatchSql, [ids, names, tags], insertStatement)
+    rows = await ctx.db.writeBefore<{ id: unknown }>(deadline, insertBatchSql, params, insertStatement)
   } catch (err) {
     if (err instanceof OutcomeUnknownError) sent.unconfirmed = true
     throw err
@@ -393,18 +350,8 @@ type Compared = { name: string, tag: string | null, same: boolean }
 
 // Answers the groups whose row is stored; returns those whose row is gone.
 async function answerExisting (ctx: WriteContext, groups: Group[]): Promise<Group[]> {
-  const ids: string[] = []
-  const names: string[] = []
-  const tags: Array<string | null> = []
-  for (const g of groups) {
-    const id = g.id.toString()
-    for (const p of g.members) {
-      ids.push(id)
-      names.push(p.plant.name)
-      tags.push(p.plant.tag ?? null)
-    }
-  }
-  const rows = await ctx.db.query<Compared & { i: number }>(selectBatchSql, [ids, names, tags], selectStatement)
+  const params = columns(groups.flatMap((g) => g.members.map((p) => p.plant)))
+  const rows = await ctx.db.query<Compared & { i: number }>(selectBatchSql, params, selectStatement)
   const byRequest = new Map<number, Compared>()
   for (const row of rows) byRequest.set(Number(row.i), row)
   const missing: Group[] = []
@@ -419,9 +366,22 @@ async function answerExisting (ctx: WriteContext, groups: Group[]): Promise<Grou
   return missing
 }
 
-// pg returns int8 as a string, PGlite as a number or a bigint: every id read
-// back from the database goes through here.
-export function toId (value: unknown): bigint {
+// The statements' parameters. Ids travel as decimal text cast to bigint[],
+// so no driver ever sees a rounded number.
+function columns (plants: PlantRecord[]): unknown[] {
+  const ids: string[] = []
+  const names: string[] = []
+  const tags: Array<string | null> = []
+  for (const p of plants) {
+    ids.push(p.id.toString())
+    names.push(p.name)
+    tags.push(p.tag ?? null)
+  }
+  return [ids, names, tags]
+}
+
+// pg returns int8 as a string, PGlite as a number or a bigint.
+function toId (value: unknown): bigint {
   if (typeof value === 'bigint') return value
   if (typeof value === 'string' || (typeof value === 'number' && Number.isSafeInteger(value))) return BigInt(value)
   throw new TypeError(`not an int8 value: ${typeof value}`)
@@ -476,7 +436,6 @@ function answerCompared (g: Group, row: (i: number) => Compared, onAnswer: Write
   }
 }
 
-// Fails every request of groups with err, and returns err.
 function failAll (ctx: WriteContext, groups: Group[], err: unknown): unknown {
   const unknown = err instanceof OutcomeUnknownError
   for (const g of groups) {

@@ -3,19 +3,12 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Db, QueryOptions, Row, Sql } from './db.js'
 import { asStoreError, sentWriteError } from './store-errors.js'
 
-export interface PostgresOptions {
-  url: string
-  timeoutMs: number
-  log: FastifyBaseLogger
-  poolSize?: number
-}
-
 // How long the readiness probe's commit may wait for its reply.
 const PROBE_WAIT_MS = 60_000
 
-export function openPostgres ({ url, timeoutMs, log, poolSize = 10 }: PostgresOptions): Db {
+export function openPostgres ({ url, timeoutMs, log }: { url: string, timeoutMs: number, log: FastifyBaseLogger }): Db {
   const connection = connectionConfig(url, timeoutMs)
-  const pool = new pg.Pool({ ...connection, max: poolSize })
+  const pool = new pg.Pool({ ...connection, max: 10 })
   // The readiness probe's own connection. A probe whose commit waits (a
   // missing synchronous standby, a frozen server) keeps it until the stall
   // ends, up to PROBE_WAIT_MS: a read timeout that gave it up sooner would
@@ -37,10 +30,8 @@ export function openPostgres ({ url, timeoutMs, log, poolSize = 10 }: PostgresOp
     // holds) does not stall every create; more writers make smaller
     // batches and cost the server more per row (bench/RESULTS.md).
     writers: 2,
-    // The server ends a statement past statement_timeout (57014, nothing
-    // stored: a true 503). A failure before the write is sent (no
-    // connection) is a 503; after, the database's refusal is, and anything
-    // else is an unknown outcome (sentWriteError).
+    // On a client of its own, so failing to connect is a 503 (nothing
+    // sent); once sent, sentWriteError tells a refusal from an unknown.
     writeBefore: async <R extends Row = Row>(_deadline: number, text: string, params?: unknown[], options?: QueryOptions) =>
       await onClient(pool, async (client) => {
         try {
@@ -112,7 +103,6 @@ async function onClient<T> (pool: pg.Pool, fn: (client: pg.PoolClient) => Promis
   }
 }
 
-// Runs fn inside BEGIN … COMMIT (ROLLBACK when it throws).
 async function inTransaction<T> (pool: pg.Pool, fn: (tx: Sql) => Promise<T>): Promise<T> {
   return await onClient(pool, async (client) => {
     const tx = sqlOf(client)

@@ -33,12 +33,11 @@ const networkCodes = new Set([
 // 3D000: the database named in DATABASE_URL does not exist yet (a deploy
 // step creates it after the service starts): waited for like a server
 // that is not up yet.
-// 25006 (read_only_sql_transaction): the server refuses writes. Behind an
-// HA proxy that is a standby or a primary being demoted for a moment, so
-// it is the database being unavailable, not a fault of the code: a write
-// there is answered 503 and, like every failed statement, its connection
-// is dropped by the pool, never reused. 57P04: the database was dropped
-// under the connection; 57P05: the server ended an idle session.
+// 25006 (read_only_sql_transaction): behind an HA proxy, a standby or a
+// primary being demoted: the database is unavailable (503), not the code
+// at fault, and the pool drops that connection as after every failure.
+// 57P04: the database was dropped under the connection; 57P05: the server
+// ended an idle session.
 export const DATABASE_MISSING = '3D000'
 const READ_ONLY = '25006'
 const unavailableStates = new Set([
@@ -66,9 +65,7 @@ export function isUnavailable (err: unknown): boolean {
   if (err instanceof OutcomeUnknownError) return false
   if (!(err instanceof Error)) return false
   const code = (err as { code?: unknown }).code
-  if (typeof code === 'string') {
-    if (networkCodes.has(code) || unavailableStates.has(code) || code.startsWith('08')) return true
-  }
+  if (typeof code === 'string' && (networkCodes.has(code) || unavailableStates.has(code) || code.startsWith('08'))) return true
   return unavailableMessages.some((m) => err.message.includes(m))
 }
 
@@ -100,23 +97,16 @@ export function asStoreError (err: unknown): unknown {
 // commit: unknown.
 export function sentWriteError (err: unknown): unknown {
   const severity = (err as { severity?: unknown } | null)?.severity
-  if (severity === 'ERROR' || notSent(err)) return asStoreError(err)
+  // pg refuses a statement on a connection it knows is broken, unsent.
+  const notSent = err instanceof Error && err.message.includes('is not queryable')
+  if (severity === 'ERROR' || notSent) return asStoreError(err)
   return new OutcomeUnknownError('the write was sent and not confirmed', { cause: err })
-}
-
-// pg refuses a statement on a connection it already knows is broken,
-// before sending anything.
-function notSent (err: unknown): boolean {
-  return err instanceof Error && err.message.includes('is not queryable')
 }
 
 // The SQLSTATE of a database error, or of the one a StoreUnavailableError wraps.
 export function sqlState (err: unknown): string | undefined {
-  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    const code = (e as { code?: unknown }).code
-    if (typeof code === 'string') return code
-  }
-  return undefined
+  const code = ((err instanceof StoreUnavailableError ? err.cause : err) as { code?: unknown } | null)?.code
+  return typeof code === 'string' ? code : undefined
 }
 
 // Bounds a read as a whole: the readiness check, and the SELECT that

@@ -1,10 +1,8 @@
 import type { CreateOutcome, PlantRecord } from './plant-store.js'
 import { StoreUnavailableError } from './store-errors.js'
 
-// The creates waiting for a write, and when each batch of them is sent:
-// first in, first out, a bounded number waiting, each for a bounded time,
-// a bounded number of batches in flight. What a batch's write does is the
-// plant store's (plant-store.ts); the queue only decides when and with what.
+// When each batch of waiting creates is sent; what a batch's write does is
+// the plant store's (plant-store.ts).
 
 export interface Pending {
   plant: PlantRecord
@@ -30,35 +28,17 @@ export interface WriteQueueOptions {
   timeoutMs: number
 }
 
-export interface WriteQueue {
-  // Resolves or rejects when the batch holding the create is written;
-  // rejects at once when the queue is full.
-  enqueue(plant: PlantRecord): Promise<CreateOutcome>
-  full(): boolean
-  depth(): number
-  inFlight(): number
-}
-
 // `write` answers every create of its batch itself and never rejects.
-export function createWriteQueue (options: WriteQueueOptions, write: (batch: Pending[]) => Promise<void>): WriteQueue {
+export function createWriteQueue (options: WriteQueueOptions, write: (batch: Pending[]) => Promise<void>) {
   const { maxBatch, maxBatchBytes, maxQueue, concurrency, timeoutMs } = options
   const queue: Pending[] = []
   let inFlight = 0
   const expiry = expiryTimer(queue, timeoutMs)
 
-  // Takes the next batch of live creates.
-  const take = (): Pending[] => {
-    expiry.dropExpired()
-    const batch = queue.splice(0, batchLength(queue, maxBatch, maxBatchBytes))
-    expiry.arm()
-    return batch
-  }
-
   // No timer: a batch starts in the check phase of the event loop turn in
   // which its first create arrived, once the requests whose bytes were read
-  // in that same turn have queued too; under load the batches form while
-  // earlier ones are in flight. Starting at once, in the request's own
-  // microtasks, would send the first create of every turn alone.
+  // in that same turn have queued too. Starting at once, in the request's
+  // own microtasks, would send the first create of every turn alone.
   let scheduled = false
   const schedule = (): void => {
     if (scheduled) return
@@ -68,7 +48,9 @@ export function createWriteQueue (options: WriteQueueOptions, write: (batch: Pen
   const pump = (): void => {
     scheduled = false
     while (inFlight < concurrency && queue.length > 0) {
-      const batch = take()
+      expiry.dropExpired()
+      const batch = queue.splice(0, batchLength(queue, maxBatch, maxBatchBytes))
+      expiry.arm()
       if (batch.length === 0) break
       inFlight++
       write(batch).finally(() => {
@@ -81,7 +63,9 @@ export function createWriteQueue (options: WriteQueueOptions, write: (batch: Pen
   const full = (): boolean => queue.length >= maxQueue
   return {
     full,
-    enqueue (plant) {
+    // Settles once the batch holding the create is written; rejects at once
+    // when the queue is full.
+    enqueue (plant: PlantRecord): Promise<CreateOutcome> {
       if (full()) {
         return Promise.reject(new StoreUnavailableError(`${queue.length} creates are already waiting for the database`))
       }
@@ -96,8 +80,7 @@ export function createWriteQueue (options: WriteQueueOptions, write: (batch: Pen
   }
 }
 
-// How many creates from the head make the next batch: up to maxBatch rows
-// and maxBatchBytes of names and tags, at least one row.
+// How many creates from the head make the next batch.
 function batchLength (queue: Pending[], maxBatch: number, maxBatchBytes: number): number {
   let rows = 0
   let bytes = 0
