@@ -87,8 +87,15 @@ t.test('a read-only database: creates 503, not ready, then 200 again with no res
   const burstIds = Array.from({ length: 16 }, () => nextId++)
   refusedIds.push(...burstIds)
   refused.push(...await Promise.all(burstIds.map((id) => create(base, id))))
-  t.same(refused.map((a) => a.status), Array(refused.length).fill(503), 'every create answers 503, none 500')
-  t.ok(refused.every((a) => a.headers['retry-after'] === '5'), 'each 503 says when to retry')
+  // A create sent on a session that was ended under it cannot know whether
+  // it committed (504), as after any lost connection; one sent to a session
+  // that refuses writes knows nothing was stored (503). Which of the two the
+  // first creates meet depends on when the pool notices the ended sessions.
+  const unknown = refused.filter((a) => a.status === 504).length
+  t.comment(`answers: ${refused.length - unknown} 503, ${unknown} 504`)
+  t.same(refused.filter((a) => a.status !== 503 && a.status !== 504).map((a) => a.status), [], 'every create answers 503 (or 504 on an ended session), none 500')
+  t.ok(refused.filter((a) => a.status === 503).length >= refused.length - 3, 'at most the first three creates (one per ended pooled session) answer 504; the rest 503')
+  t.ok(refused.every((a) => a.headers['retry-after'] === '5'), 'each says when to retry')
   const slowest = Math.max(...refused.map((a) => a.ms))
   t.ok(slowest <= CREATE_BOUND_MS, `slowest 503 took ${Math.round(slowest)} ms (bound ${CREATE_BOUND_MS} ms)`)
 
@@ -98,7 +105,7 @@ t.test('a read-only database: creates 503, not ready, then 200 again with no res
   t.ok(notReady.ms <= READY_BOUND_MS, `readiness answered in ${Math.round(notReady.ms)} ms`)
 
   const stored = await storedRows(testDb.url)
-  t.same(refusedIds.filter((id) => stored.has(String(id))), [], 'a 503 stored nothing')
+  t.same(refusedIds.filter((id) => stored.has(String(id))), [], 'nothing refused was stored (a read-only database stores nothing)')
   // Every connection that met a read-only session was thrown away: none is
   // left to be handed to the next create once the database is writable.
   // A dropped client's session ends a moment after the pool lets it go;
