@@ -46,3 +46,17 @@ export interface PoolStats {
   idle: number
   waiting: number
 }
+
+// fn between BEGIN (sent by the caller) and COMMIT; ROLLBACK, its own
+// failure ignored, when fn throws. Both backends' Db.transaction.
+export async function commitOrRollBack<T> (tx: Sql, end: (commit: boolean) => Promise<unknown>, fn: (tx: Sql) => Promise<T>): Promise<T> {
+  let result: T
+  try {
+    result = await fn(tx)
+  } catch (err) {
+    await end(false).catch(() => {})
+    throw err
+  }
+  await end(true)
+  return result
+}
