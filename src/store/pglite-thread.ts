@@ -40,12 +40,9 @@ if (opened !== undefined) {
 // Array parameters sent ahead in parts, by query id and slot.
 const staging = new Map<number, Map<number, unknown[]>>()
 
-function stage (request: Extract<Request, { op: 'stage' }>): void {
-  let slots = staging.get(request.id)
-  if (slots === undefined) staging.set(request.id, slots = new Map())
-  const items = slots.get(request.slot)
-  if (items === undefined) slots.set(request.slot, request.items)
-  else for (const item of request.items) items.push(item)
+function stage ({ id, slot, items }: Extract<Request, { op: 'stage' }>): void {
+  const slots = staging.get(id) ?? new Map<number, unknown[]>()
+  staging.set(id, slots.set(slot, (slots.get(slot) ?? []).concat(items)))
 }
 
 function paramsOf (request: Extract<Request, { op: 'query' }>): unknown[] | undefined {
@@ -110,10 +107,6 @@ async function begin (db: PGliteType, id: number): Promise<void> {
 }
 
 function serve (db: PGliteType, request: Request): void {
-  if (request.op === 'stage') {
-    stage(request)
-    return
-  }
   const tx = 'tx' in request ? request.tx : undefined
   if (tx !== undefined) {
     const inbox = sessions.get(tx)
@@ -126,6 +119,9 @@ function serve (db: PGliteType, request: Request): void {
     return
   }
   switch (request.op) {
+    case 'stage':
+      stage(request)
+      break
     case 'query':
     case 'exec':
       run(db, request).catch((err: unknown) => fail(request.id, err))

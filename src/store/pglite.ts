@@ -22,13 +22,8 @@ export async function openPglite (dataDir: string): Promise<Db> {
   const inMemory = dataDir.startsWith('memory://')
   if (!inMemory) makeWritableDirectory(dataDir)
   const lock = inMemory ? undefined : lockDataDir(dataDir)
-  const thread = {
-    dataDir,
-    extraStartParams: [
-      '-c', `shared_buffers=${PGLITE_SHARED_BUFFERS}`,
-      '-c', `max_connections=${PGLITE_MAX_CONNECTIONS}`
-    ]
-  }
+  const extraStartParams = ['-c', `shared_buffers=${PGLITE_SHARED_BUFFERS}`, '-c', `max_connections=${PGLITE_MAX_CONNECTIONS}`]
+  const thread = { dataDir, extraStartParams }
   let db: Connection
   try {
     // A new directory is initialised (initdb) by a thread that then ends:
