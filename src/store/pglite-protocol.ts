@@ -46,8 +46,7 @@ export function errorToData (err: unknown): ErrorData {
 
 export function errorFromData (data: ErrorData): Error {
   const { name, message, stack, ...fields } = data
-  const err = Object.assign(new Error(message), fields)
-  err.name = name
+  const err = Object.assign(new Error(message), fields, { name })
   if (typeof stack === 'string') err.stack = stack
   return err
 }

@@ -3,9 +3,8 @@ import { setFlagsFromString } from 'node:v8'
 import type { PGlite as PGliteType, Transaction } from '@electric-sql/pglite'
 import { errorToData, type PgliteThreadData, type Reply, type Request, type Started } from './pglite-protocol.js'
 
-// The thread that owns the embedded database (started by pglite-worker.ts):
-// PGlite runs on the thread that calls it, so a large statement keeps this
-// thread busy, not the HTTP loop.
+// The thread that owns the embedded database (pglite-worker.ts starts it):
+// a large statement keeps this thread busy, not the HTTP loop.
 
 // TurboFan's tier-up of PGlite's WebAssembly held more resident memory for
 // no throughput (bench/RESULTS.md): stay on Liftoff. V8 reads the flag when
@@ -18,10 +17,7 @@ const { dataDir, extraStartParams } = workerData as PgliteThreadData
 
 // A transaction session: the statements the HTTP thread sends for it, in
 // order, until it ends. PGlite holds every other statement back meanwhile.
-interface Inbox {
-  waiting: Request[]
-  wake?: () => void
-}
+interface Inbox { waiting: Request[], wake?: () => void }
 const sessions = new Map<number, Inbox>()
 
 const send = (message: Reply | Started): void => port.postMessage(message)

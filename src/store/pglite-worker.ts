@@ -90,9 +90,7 @@ function sqlOver (call: CallThread, tx?: number): Sql {
       const { inline, parts } = stageParams(params)
       return await call({ op: 'query', text, params: inline, ...session }, parts) as R[]
     },
-    async exec (text: string) {
-      await call({ op: 'exec', text, ...session })
-    }
+    exec: async (text: string) => { await call({ op: 'exec', text, ...session }) }
   }
 }
 

@@ -14,10 +14,7 @@ export interface PlantRecord {
   tag?: string
 }
 
-export type CreateOutcome =
-  | { kind: 'created', plant: PlantRecord }
-  | { kind: 'replayed', plant: PlantRecord }
-  | { kind: 'conflict', plant: PlantRecord }
+export interface CreateOutcome { kind: 'created' | 'replayed' | 'conflict', plant: PlantRecord }
 
 // What a create was told: an outcome, or "unknown" (504).
 export type AnswerKind = CreateOutcome['kind'] | 'unknown'
@@ -58,10 +55,7 @@ export interface WriteBatch {
   readonly creates: ReadonlyArray<{ readonly plant: PlantRecord }>
 }
 
-export interface WriterStats {
-  queueDepth: number
-  inFlight: number
-}
+export interface WriterStats { queueDepth: number, inFlight: number }
 
 export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = true, log, writer = {} }: PlantStoreOptions = {}) {
   let isMigrated = migrated
@@ -75,11 +69,7 @@ export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = tru
       } catch {}
     }
   }
-  const context: WriteContext = {
-    db,
-    timeoutMs,
-    onAnswer: (kind) => { if (observers.length > 0) tell((o) => o.answered?.(kind)) }
-  }
+  const context: WriteContext = { db, timeoutMs, onAnswer: (kind) => { if (observers.length > 0) tell((o) => o.answered?.(kind)) } }
   const queue = createWriteQueue({
     maxBatch: writer.maxBatch ?? DEFAULT_MAX_BATCH,
     maxBatchBytes: writer.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES,
@@ -168,8 +158,6 @@ function readinessProbe (db: Db, boundMs: number, migrated: () => boolean, log?:
   }
 }
 
-// ---- one batch's write ----
-
 // Rows the database already holds come back from the second statement:
 // under READ COMMITTED it sees rows committed after the INSERT began,
 // which one statement (a CTE) could not.
@@ -191,12 +179,10 @@ const insertStatement = { name: 'plants_insert_batch' }
 const selectStatement = { name: 'plants_select_batch' }
 
 // A row that neither the INSERT wrote nor the SELECT found was held by a
-// transaction that rolled back in between: write it again, a bounded number
-// of times.
+// transaction that rolled back in between: written again, a bounded number of times.
 const MAX_ATTEMPTS = 5
 
-// Pauses while the database is away, jittered so that replicas do not
-// retry in step.
+// Pauses while the database is away, jittered so that replicas do not retry in step.
 const RETRY_FIRST_MS = 25
 const RETRY_MAX_MS = 500
 
@@ -227,9 +213,7 @@ async function settle (ctx: WriteContext, groups: Group[], deadline: number, sen
   for (let attempt = 1; pending.length > 0; attempt++) {
     if (attempt > MAX_ATTEMPTS) return failAll(ctx, pending, new Error(`rows vanished ${MAX_ATTEMPTS} times between INSERT and SELECT`))
     if (performance.now() >= deadline) {
-      return failAll(ctx, pending, sent.unconfirmed
-        ? new OutcomeUnknownError(`a write of this row was not confirmed within ${ctx.timeoutMs} ms`)
-        : new StoreUnavailableError(`writing the batch took longer than ${ctx.timeoutMs} ms; this row was not written`))
+      return failAll(ctx, pending, failureAfter(new StoreUnavailableError(`writing the batch took longer than ${ctx.timeoutMs} ms`), sent))
     }
     // The groups not answered yet, should a statement fail.
     let unanswered = pending
@@ -251,9 +235,14 @@ async function settle (ctx: WriteContext, groups: Group[], deadline: number, sen
         return failAll(ctx, unanswered, failureAfter(err, sent))
       }
       // Something in this batch cannot be stored (or the statement failed
-      // for a reason of its own): write each row alone, so only the row at
-      // fault fails.
-      return await oneByOne(ctx, unanswered, deadline, sent)
+      // for a reason of its own): each row alone, so only the row at fault fails.
+      for (let i = 0; i < unanswered.length; i++) {
+        const failure = await settle(ctx, [unanswered[i] as Group], deadline, { ...sent })
+        if (isUnavailable(failure) || failure instanceof OutcomeUnknownError) {
+          return failAll(ctx, unanswered.slice(i + 1), failureAfter(failure, sent))
+        }
+      }
+      return undefined
     }
   }
   return undefined
@@ -263,16 +252,6 @@ async function settle (ctx: WriteContext, groups: Group[], deadline: number, sen
 function failureAfter (err: unknown, sent: Sent): unknown {
   if (!sent.unconfirmed) return asStoreError(err)
   return err instanceof OutcomeUnknownError ? err : new OutcomeUnknownError('a write of this row was not confirmed', { cause: err })
-}
-
-async function oneByOne (ctx: WriteContext, groups: Group[], deadline: number, sent: Sent): Promise<unknown> {
-  for (let i = 0; i < groups.length; i++) {
-    const failure = await settle(ctx, [groups[i] as Group], deadline, { ...sent })
-    if (failure !== undefined && (isUnavailable(failure) || failure instanceof OutcomeUnknownError)) {
-      return failAll(ctx, groups.slice(i + 1), failureAfter(failure, sent))
-    }
-  }
-  return undefined
 }
 
 // Waits before retry number n (from 0) unless the wait would end past the

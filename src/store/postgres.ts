@@ -23,9 +23,8 @@ export function openPostgres ({ url, timeoutMs, log }: { url: string, timeoutMs:
   return {
     kind: 'postgres',
     ...sqlOf(pool),
-    // One slow statement (say, waiting on a row lock another instance
-    // holds) does not stall every create; more writers make smaller
-    // batches and cost the server more per row (bench/RESULTS.md).
+    // One slow statement does not stall every create; more writers make
+    // smaller batches, which cost the server more per row (bench/RESULTS.md).
     writers: 2,
     // On a client of its own, so failing to connect is a 503 (nothing
     // sent); once sent, sentWriteError tells a refusal from an unknown.
@@ -67,9 +66,8 @@ function connectionConfig (url: string, timeoutMs: number): pg.PoolConfig {
   }
 }
 
-// Runs fn on one client of the pool, checked out for it alone. A client
-// that failed may be broken: it is destroyed rather than handed to the
-// next request.
+// fn on a client checked out for it alone; one that failed may be broken, so
+// it is destroyed rather than handed to the next request.
 async function onClient<T> (pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect().catch(storeError)
   // A checked-out client has no listener of the pool's: a connection that

@@ -11,10 +11,8 @@ export class OutcomeUnknownError extends Error {
   readonly statusCode = 504
 }
 
-const networkCodes = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH',
-  'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'ECONNABORTED'
-])
+const networkCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH',
+  'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'ECONNABORTED'])
 
 // SQLSTATEs of a server going away, overloaded or cancelling the statement
 // (statement_timeout); class 08 is "connection exception". 3D000: the
@@ -22,10 +20,8 @@ const networkCodes = new Set([
 // 25006: a standby or a demoted primary behind an HA proxy, unavailable
 // (503), not the code at fault; the pool drops that connection.
 export const DATABASE_MISSING = '3D000'
-const unavailableStates = new Set([
-  '57P01', '57P02', '57P03', '57P04', '57P05', '53300', '57014', '53000', '53100', '53200',
-  DATABASE_MISSING, '25006'
-])
+const unavailableStates = new Set(['57P01', '57P02', '57P03', '57P04', '57P05', '53300', '57014', '53000', '53100', '53200',
+  DATABASE_MISSING, '25006'])
 
 // The store itself was closed (shutdown): waiting will not bring it back.
 const closedMessages = ['PGlite is closed', 'Cannot use a pool after calling end']

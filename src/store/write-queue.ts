@@ -31,10 +31,8 @@ export function createWriteQueue (options: WriteQueueOptions, write: (batch: Pen
   let inFlight = 0
   const expiry = expiryTimer(queue, timeoutMs)
 
-  // No timer: a batch starts in the check phase of the event loop turn in
-  // which its first create arrived, once the requests whose bytes were read
-  // in that same turn have queued too. Starting at once, in the request's
-  // own microtasks, would send the first create of every turn alone.
+  // No timer: a batch starts in the check phase of its first create's turn.
+  // Starting in the request's own microtasks would send that create alone.
   let scheduled = false
   const schedule = (): void => {
     if (scheduled) return
