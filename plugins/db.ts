@@ -7,7 +7,7 @@ import { openPostgres } from '../src/store/postgres.js'
 import { openPglite } from '../src/store/pglite.js'
 import { migrate } from '../src/store/migrations.js'
 import { DATABASE_MISSING, isUnavailable, sqlState } from '../src/store/store-errors.js'
-import { createPlantStore, type WriterOptions } from '../src/store/plant-store.js'
+import { createPlantStore, type PlantStore, type WriterOptions } from '../src/store/plant-store.js'
 
 export interface DbPluginOptions {
   config: Pick<Config, 'database' | 'dbTimeoutMs'>
@@ -20,10 +20,8 @@ export interface DbPluginOptions {
 
 declare module 'fastify' {
   interface FastifyInstance {
-    // The database, for the store and for direct checks.
     db: Db
-    // Creates and readiness: src/store/plant-store.ts.
-    plants: ReturnType<typeof createPlantStore>
+    plants: PlantStore
   }
 }
 
@@ -37,13 +35,7 @@ async function dbPlugin (fastify: FastifyInstance, opts: DbPluginOptions): Promi
     ? openPostgres({ url: database.url, timeoutMs: dbTimeoutMs, log })
     : await openPglite(database.dataDir)
   let closing = false
-  // Refuses creates and is not ready until the migrations are applied.
-  const plants = createPlantStore(db, {
-    timeoutMs: dbTimeoutMs,
-    migrated: false,
-    log,
-    writer: opts.writer
-  })
+  const plants = createPlantStore(db, { timeoutMs: dbTimeoutMs, migrated: false, log, writer: opts.writer })
 
   const migrateWithRetry = async (): Promise<void> => {
     let delay = BACKOFF_START_MS
@@ -56,7 +48,7 @@ async function dbPlugin (fastify: FastifyInstance, opts: DbPluginOptions): Promi
       } catch (err) {
         if (closing || !isUnavailable(err) || opts.background === undefined) throw err
         if (sqlState(err) === DATABASE_MISSING) {
-          log.warn({ code: DATABASE_MISSING, retryInMs: delay }, 'the database named in DATABASE_URL does not exist yet; retrying until it is created')
+          log.warn({ code: DATABASE_MISSING, retryInMs: delay }, 'the database named in DATABASE_URL does not exist yet; retrying')
         } else {
           log.warn({ err, retryInMs: delay }, 'database unavailable; retrying migrations')
         }
@@ -68,12 +60,10 @@ async function dbPlugin (fastify: FastifyInstance, opts: DbPluginOptions): Promi
 
   const migration = migrateWithRetry()
   if (opts.background === undefined) {
-    try {
-      await migration
-    } catch (err) {
+    await migration.catch(async (err: unknown) => {
       await db.close().catch(() => {})
       throw err
-    }
+    })
   } else {
     const { onFatal } = opts.background
     migration.catch((err: unknown) => { if (!closing) onFatal(err) })

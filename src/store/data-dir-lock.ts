@@ -21,14 +21,10 @@ export class DataDirInUseError extends ConfigError {
   override name = 'DataDirInUseError'
 }
 
-// One process per embedded data directory: two PGlite instances on one
-// directory each keep their own buffers and overwrite each other's pages.
-// The lock is the kernel's, on the lock file's inode: it holds across
-// processes in other containers that share the volume (PID namespaces and
-// hostnames do not matter), and the kernel drops it when the process ends,
-// however it ends, so a process killed with SIGKILL leaves nothing that
-// blocks the next start. The pid and host written into the file only tell
-// an operator who holds it.
+// Two PGlite instances on one directory overwrite each other's pages. The
+// kernel's lock on the file's inode holds across containers sharing the
+// volume, and goes with the process however it ends (SIGKILL included). The
+// pid and host in the file only tell an operator who holds it.
 export function lockDataDir (dataDir: string): { release: () => void } {
   const path = join(dataDir, LOCK_FILE)
   const fd = openSync(path, 'a+')

@@ -17,14 +17,13 @@ export interface Sql {
 
 export interface Db extends Sql {
   readonly kind: 'postgres' | 'pglite'
-  // Batches the plant store keeps in flight at once: what this backend
-  // runs side by side to good effect.
+  // Batches the plant store keeps in flight at once.
   readonly writers: number
   // One statement that writes, whose effect must not be committed once
   // `deadline` (performance.now()) has passed. Never raced against a timer:
   // its caller must be told what the database did.
   writeBefore<R extends Row = Row>(deadline: number, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]>
-  // Runs fn on one connection inside BEGIN … COMMIT (ROLLBACK when it throws).
+  // fn on one connection, in commitOrRollBack.
   transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T>
   // The readiness probe's statement. PostgreSQL: on a connection of its
   // own, which a stalled commit keeps until the stall ends (bounded).
@@ -32,17 +31,26 @@ export interface Db extends Sql {
   close(): Promise<void>
   // PostgreSQL: the pool's connections now (for metrics). PGlite has no pool.
   poolStats?(): PoolStats
-  // PGlite on disk: bytes free on the data directory's file system. A full
-  // disk fails every commit; PostgreSQL's own disk is its operator's.
+  // PGlite on disk: bytes free for the data directory (PostgreSQL's disk is its operator's).
   freeBytes?(): Promise<number>
 }
 
 // The embedded thread's connection, before pglite.ts adds the write rules.
 export type Connection = Omit<Db, 'writers' | 'writeBefore' | 'freeBytes' | 'probe'>
 
-export interface PoolStats {
-  // Connections open, idle among them, and callers waiting for one.
-  total: number
-  idle: number
-  waiting: number
+// Connections open, idle among them, and callers waiting for one.
+export interface PoolStats { total: number, idle: number, waiting: number }
+
+// fn between BEGIN (sent by the caller) and COMMIT; ROLLBACK, its own
+// failure ignored, when fn throws. Both backends' Db.transaction.
+export async function commitOrRollBack<T> (tx: Sql, end: (commit: boolean) => Promise<unknown>, fn: (tx: Sql) => Promise<T>): Promise<T> {
+  let result: T
+  try {
+    result = await fn(tx)
+  } catch (err) {
+    await end(false).catch(() => {})
+    throw err
+  }
+  await end(true)
+  return result
 }

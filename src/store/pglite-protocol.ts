@@ -32,25 +32,21 @@ export type Reply =
 // Sent once, first: PGlite is open, or why it could not be.
 export type Started = { started: true } | { started: false, error: ErrorData }
 
-// Left behind: the statement's parameters (plant names and tags, up to the
-// body limit each) would be copied across for nothing and must never reach
-// a log.
-const DROPPED = new Set(['params'])
-
 export function errorToData (err: unknown): ErrorData {
   if (!(err instanceof Error)) return { name: 'Error', message: String(err) }
   const data: ErrorData = { name: err.name, message: err.message }
   if (err.stack !== undefined) data.stack = err.stack
   for (const [key, value] of Object.entries(err)) {
-    if (!DROPPED.has(key) && isCloneable(value)) data[key] = value
+    // The statement's parameters (plant names and tags, up to the body limit
+    // each) would be copied for nothing and must never reach a log.
+    if (key !== 'params' && isCloneable(value)) data[key] = value
   }
   return data
 }
 
 export function errorFromData (data: ErrorData): Error {
   const { name, message, stack, ...fields } = data
-  const err = Object.assign(new Error(message), fields)
-  err.name = name
+  const err = Object.assign(new Error(message), fields, { name })
   if (typeof stack === 'string') err.stack = stack
   return err
 }

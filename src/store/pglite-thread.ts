@@ -3,9 +3,8 @@ import { setFlagsFromString } from 'node:v8'
 import type { PGlite as PGliteType, Transaction } from '@electric-sql/pglite'
 import { errorToData, type PgliteThreadData, type Reply, type Request, type Started } from './pglite-protocol.js'
 
-// The thread that owns the embedded database (started by pglite-worker.ts):
-// PGlite runs on the thread that calls it, so a large statement keeps this
-// thread busy, not the HTTP loop.
+// The thread that owns the embedded database (pglite-worker.ts starts it):
+// a large statement keeps this thread busy, not the HTTP loop.
 
 // TurboFan's tier-up of PGlite's WebAssembly held more resident memory for
 // no throughput (bench/RESULTS.md): stay on Liftoff. V8 reads the flag when
@@ -18,10 +17,7 @@ const { dataDir, extraStartParams } = workerData as PgliteThreadData
 
 // A transaction session: the statements the HTTP thread sends for it, in
 // order, until it ends. PGlite holds every other statement back meanwhile.
-interface Inbox {
-  waiting: Request[]
-  wake?: () => void
-}
+interface Inbox { waiting: Request[], wake?: () => void }
 const sessions = new Map<number, Inbox>()
 
 const send = (message: Reply | Started): void => port.postMessage(message)
@@ -40,12 +36,9 @@ if (opened !== undefined) {
 // Array parameters sent ahead in parts, by query id and slot.
 const staging = new Map<number, Map<number, unknown[]>>()
 
-function stage (request: Extract<Request, { op: 'stage' }>): void {
-  let slots = staging.get(request.id)
-  if (slots === undefined) staging.set(request.id, slots = new Map())
-  const items = slots.get(request.slot)
-  if (items === undefined) slots.set(request.slot, request.items)
-  else for (const item of request.items) items.push(item)
+function stage ({ id, slot, items }: Extract<Request, { op: 'stage' }>): void {
+  const slots = staging.get(id) ?? new Map<number, unknown[]>()
+  staging.set(id, slots.set(slot, (slots.get(slot) ?? []).concat(items)))
 }
 
 function paramsOf (request: Extract<Request, { op: 'query' }>): unknown[] | undefined {
@@ -110,10 +103,6 @@ async function begin (db: PGliteType, id: number): Promise<void> {
 }
 
 function serve (db: PGliteType, request: Request): void {
-  if (request.op === 'stage') {
-    stage(request)
-    return
-  }
   const tx = 'tx' in request ? request.tx : undefined
   if (tx !== undefined) {
     const inbox = sessions.get(tx)
@@ -126,6 +115,9 @@ function serve (db: PGliteType, request: Request): void {
     return
   }
   switch (request.op) {
+    case 'stage':
+      stage(request)
+      break
     case 'query':
     case 'exec':
       run(db, request).catch((err: unknown) => fail(request.id, err))

@@ -3,7 +3,7 @@ import { once } from 'node:events'
 import { setImmediate } from 'node:timers/promises'
 import { extname } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import type { Connection, Row, Sql } from './db.js'
+import { commitOrRollBack, type Connection, type Row, type Sql } from './db.js'
 import { asStoreError, StoreUnavailableError } from './store-errors.js'
 import { errorFromData, type PgliteThreadData, type Reply, type Request, type Started } from './pglite-protocol.js'
 
@@ -49,10 +49,9 @@ function charsOf (value: unknown): number {
   return 8
 }
 
-// The store's Db over a thread running pglite-thread.ts. Resolves once
-// PGlite is open there. Every error comes back through asStoreError, as
-// from PGlite on this thread; a thread that dies fails what it was doing
-// and everything after with StoreUnavailableError (503), never a hang.
+// The store's Db over a thread running pglite-thread.ts, once PGlite is open
+// there. Errors come back through asStoreError; a thread that dies fails what
+// it was doing and everything after with StoreUnavailableError, never a hang.
 export async function pgliteOverThread (worker: Worker): Promise<Connection> {
   await started(worker)
   const thread = callsTo(worker)
@@ -60,19 +59,10 @@ export async function pgliteOverThread (worker: Worker): Promise<Connection> {
   return {
     kind: 'pglite',
     ...sqlOver(thread.call),
-    // The session holds PGlite for this callback alone: statements sent
-    // outside it wait in PGlite until it commits or rolls back.
+    // Statements sent outside the session wait in PGlite until it ends.
     async transaction (fn) {
       const tx = await thread.call({ op: 'begin' }) as number
-      let result
-      try {
-        result = await fn(sqlOver(thread.call, tx))
-      } catch (err) {
-        await thread.call({ op: 'end', tx, commit: false }).catch(() => {})
-        throw err
-      }
-      await thread.call({ op: 'end', tx, commit: true })
-      return result
+      return await commitOrRollBack(sqlOver(thread.call, tx), async (commit) => await thread.call({ op: 'end', tx, commit }), fn)
     },
     async close () {
       closing ??= (async () => {
@@ -100,29 +90,19 @@ function sqlOver (call: CallThread, tx?: number): Sql {
       const { inline, parts } = stageParams(params)
       return await call({ op: 'query', text, params: inline, ...session }, parts) as R[]
     },
-    async exec (text: string) {
-      await call({ op: 'exec', text, ...session })
-    }
+    exec: async (text: string) => { await call({ op: 'exec', text, ...session }) }
   }
-}
-
-interface ThreadCalls {
-  call: CallThread
-  // True once the thread is closed or crashed.
-  gone(): boolean
-  // Fails every waiting call and every later one with err.
-  stop(err: StoreUnavailableError): void
 }
 
 // Requests to the thread and their replies, matched by id. Idle, the thread
 // does not keep the process alive, as PGlite on this thread did not; while
 // a call waits, it does.
-function callsTo (worker: Worker): ThreadCalls {
+function callsTo (worker: Worker) {
   const pending = new Map<number, { resolve: (value: unknown) => void, reject: (err: unknown) => void }>()
   let nextId = 1
-  // Set once the thread is gone (closed or crashed): every call fails with it.
+  // Set once the thread is closed or crashed: every call fails with it.
   let gone: StoreUnavailableError | undefined
-
+  // Fails every waiting call and every later one.
   const stop = (err: StoreUnavailableError): void => {
     gone ??= err
     for (const p of pending.values()) p.reject(gone)
@@ -170,8 +150,7 @@ function callsTo (worker: Worker): ThreadCalls {
   return { call, gone: () => gone !== undefined, stop }
 }
 
-// The thread's first message, or its 'error' (once() rejects with it), or
-// its exit.
+// The thread's first message, its 'error' (once() rejects with it) or its exit.
 async function started (worker: Worker): Promise<void> {
   const waiting = new AbortController()
   const exited = once(worker, 'exit', { signal: waiting.signal }).then(([code]) => {

@@ -15,20 +15,14 @@ export const PGLITE_SHARED_BUFFERS = '8MB'
 // is sized for max_connections.
 export const PGLITE_MAX_CONNECTIONS = 8
 
-// The embedded database: PostgreSQL compiled to WebAssembly, run on a
-// thread of its own (pglite-thread.ts) so that its work never holds up the
-// HTTP loop. The data directory is locked first: one process at a time.
+// The embedded database, on a thread of its own (pglite-worker.ts), its data
+// directory locked first: one process at a time.
 export async function openPglite (dataDir: string): Promise<Db> {
   const inMemory = dataDir.startsWith('memory://')
   if (!inMemory) makeWritableDirectory(dataDir)
   const lock = inMemory ? undefined : lockDataDir(dataDir)
-  const thread = {
-    dataDir,
-    extraStartParams: [
-      '-c', `shared_buffers=${PGLITE_SHARED_BUFFERS}`,
-      '-c', `max_connections=${PGLITE_MAX_CONNECTIONS}`
-    ]
-  }
+  const extraStartParams = ['-c', `shared_buffers=${PGLITE_SHARED_BUFFERS}`, '-c', `max_connections=${PGLITE_MAX_CONNECTIONS}`]
+  const thread = { dataDir, extraStartParams }
   let db: Connection
   try {
     // A new directory is initialised (initdb) by a thread that then ends:
@@ -43,32 +37,20 @@ export async function openPglite (dataDir: string): Promise<Db> {
   }
   return {
     ...db,
-    // PGlite runs one statement at a time: a second batch would only wait
-    // inside it.
+    // One statement at a time: a second batch would only wait inside PGlite.
     writers: 1,
-    // PGlite cannot cancel a statement (WebAssembly has no timer signal), so
-    // a write runs in a transaction rolled back when it ends past its
-    // deadline. Only a COMMIT sent can leave the outcome unknown.
+    // PGlite cannot cancel a statement (WebAssembly has no timer signal): past
+    // the deadline, rolled back. Only a COMMIT sent leaves the outcome unknown.
     async writeBefore<R extends Row = Row> (deadline: number, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]> {
       let committing = false
-      try {
-        return await db.transaction(async (tx) => {
-          const written = await tx.query<R>(text, params, options)
-          if (performance.now() > deadline) throw new StoreUnavailableError('writing the batch passed its deadline; rolled back')
-          committing = true
-          return written
-        })
-      } catch (err) {
-        throw committing ? sentWriteError(err) : err
-      }
+      return await db.transaction(async (tx) => {
+        const written = await tx.query<R>(text, params, options)
+        if (performance.now() > deadline) throw new StoreUnavailableError('writing the batch passed its deadline; rolled back')
+        committing = true
+        return written
+      }).catch((err: unknown) => { throw committing ? sentWriteError(err) : err })
     },
     ...(inMemory ? {} : { freeBytes: async () => await statfs(dataDir).then((s) => s.bavail * s.bsize) }),
-    async close () {
-      try {
-        await db.close()
-      } finally {
-        lock?.release()
-      }
-    }
+    close: async () => { await db.close().finally(() => lock?.release()) }
   }
 }

@@ -3,12 +3,9 @@ import type { Db } from './db.js'
 import { asStoreError, isTransient, isUnavailable, OutcomeUnknownError, StoreUnavailableError, withDeadline } from './store-errors.js'
 import { createWriteQueue, type Pending, type WriteQueueOptions } from './write-queue.js'
 
-// Every create is answered only once the database has its row: the creates
-// that arrive while a write is in flight share the next statement, so the
-// machine, not the round trip, is the limit. The queue (write-queue.ts)
-// decides when a batch goes; this file writes it and tells each create
-// what the database did with its row (docs/architecture.md, "The write
-// queue").
+// Every create is answered only once the database has its row; creates that
+// arrive while a write is in flight share the next statement, so the machine,
+// not the round trip, is the limit (docs/architecture.md, "The write queue").
 
 // A plant as the store keeps it: the exact int64 id, tag absent as undefined.
 export interface PlantRecord {
@@ -17,27 +14,19 @@ export interface PlantRecord {
   tag?: string
 }
 
-export type CreateOutcome =
-  | { kind: 'created', plant: PlantRecord }
-  | { kind: 'replayed', plant: PlantRecord }
-  | { kind: 'conflict', plant: PlantRecord }
+export interface CreateOutcome { kind: 'created' | 'replayed' | 'conflict', plant: PlantRecord }
 
 // What a create was told: an outcome, or "unknown" (504).
 export type AnswerKind = CreateOutcome['kind'] | 'unknown'
 
 export interface PlantStoreOptions {
-  // DB_TIMEOUT_MS: how long a create may wait for a writer, and how long
-  // one batch may take to write, retries included (see settle). The
-  // readiness check is held to the shorter READY_TIMEOUT_MS. Unset: no
-  // deadline.
+  // DB_TIMEOUT_MS: a create's wait in the queue, then its batch's write,
+  // retries included (settle). Unset: no deadline.
   timeoutMs?: number
-  // Whether the migrations are applied already (default true); until they
-  // are (markMigrated), creates are refused and the store is not ready.
+  // Until markMigrated, creates are refused and the store is not ready.
   migrated?: boolean
-  // Where a failed readiness check is logged.
   log?: Pick<FastifyBaseLogger, 'debug'>
-  // The queue's bounds; the defaults below suit production, and batches in
-  // flight default to the backend's own number (Db.writers).
+  // Batches in flight default to the backend's own number (Db.writers).
   writer?: WriterOptions
 }
 
@@ -52,27 +41,21 @@ export const DEFAULT_MAX_QUEUE = 10_000
 // What the store tells its watchers (metrics, tracing): every method runs
 // synchronously on the create path, so a watcher must be cheap.
 export interface StoreObserver {
-  // A create joined the queue; called in the caller's async context.
+  // Called in the caller's async context.
   queued?(plant: PlantRecord): void
-  // A create was refused because maxQueue creates were already waiting (503).
   rejectedFull?(): void
-  // One batch's write starts or ends; failure is what failed it.
   batchStarted?(batch: WriteBatch): void
   batchFinished?(batch: WriteBatch, failure: unknown): void
   answered?(kind: AnswerKind): void
 }
 
 export interface WriteBatch {
-  // Numbers the batches of this store, from 1.
+  // From 1.
   readonly id: number
   readonly creates: ReadonlyArray<{ readonly plant: PlantRecord }>
 }
 
-// The writer's state right now, read when metrics are scraped.
-export interface WriterStats {
-  queueDepth: number
-  inFlight: number
-}
+export interface WriterStats { queueDepth: number, inFlight: number }
 
 export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = true, log, writer = {} }: PlantStoreOptions = {}) {
   let isMigrated = migrated
@@ -86,11 +69,7 @@ export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = tru
       } catch {}
     }
   }
-  const context: WriteContext = {
-    db,
-    timeoutMs,
-    onAnswer: (kind) => { if (observers.length > 0) tell((o) => o.answered?.(kind)) }
-  }
+  const context: WriteContext = { db, timeoutMs, onAnswer: (kind) => { if (observers.length > 0) tell((o) => o.answered?.(kind)) } }
   const queue = createWriteQueue({
     maxBatch: writer.maxBatch ?? DEFAULT_MAX_BATCH,
     maxBatchBytes: writer.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES,
@@ -99,19 +78,12 @@ export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = tru
     timeoutMs
   }, watchedWriter(context, tell))
   return {
-    observe (observer: StoreObserver): void {
-      observers.push(observer)
-    },
+    observe: (observer: StoreObserver): void => { observers.push(observer) },
     stats: (): WriterStats => ({ queueDepth: queue.depth(), inFlight: queue.inFlight() }),
-    // Whether the migrations are applied: the readiness probe says why it is not ready.
     isMigrated: (): boolean => isMigrated,
-    markMigrated (): void {
-      isMigrated = true
-    },
-    // Resolves only once the row is committed; rejects with
-    // StoreUnavailableError only when it was not written, with
-    // OutcomeUnknownError when it may have been. Not async: one promise per
-    // create, the queue's.
+    markMigrated: (): void => { isMigrated = true },
+    // Resolves once the row is committed (store-errors.ts: 503 or 504
+    // otherwise). Not async: one promise per create, the queue's.
     create (plant: PlantRecord): Promise<CreateOutcome> {
       if (!isMigrated) return Promise.reject(new StoreUnavailableError('The database is not ready yet'))
       if (queue.full()) tell((o) => o.rejectedFull?.())
@@ -144,17 +116,13 @@ function watchedWriter (context: WriteContext, tell: (call: (o: StoreObserver) =
 }
 
 // Orchestrators and balancers give a probe 1 s by default: the check ends
-// before that, however long DB_TIMEOUT_MS is (it is set long to ride out a
-// failover) and however the database hangs.
+// before that, however long DB_TIMEOUT_MS (set long to ride out a failover).
 const READY_TIMEOUT_MS = 800
 
-// Ready means a write can commit now. A standby or a read-only session
-// raises the error a write would get (25006), so the pool drops that
-// connection, as it drops every connection a statement failed on. Then a
-// transactional WAL message takes a transaction id and writes WAL, so its
-// commit waits for a synchronous standby as a create's does (txid_current()
-// alone writes no WAL and commits at once); it needs no table and no
-// privilege.
+// Ready means a write can commit now (docs/operations.md, "Health"): a
+// read-only session raises 25006, so its connection is dropped; the WAL
+// message's commit waits for a synchronous standby as a create's does
+// (txid_current() alone writes no WAL and commits at once).
 const probeSql =
   'DO $$ BEGIN IF pg_is_in_recovery() OR current_setting(\'transaction_read_only\')::boolean THEN ' +
   'RAISE EXCEPTION \'the database does not accept writes\' USING ERRCODE = \'read_only_sql_transaction\'; END IF; ' +
@@ -171,10 +139,8 @@ async function probeCommit (db: Db): Promise<void> {
   }
 }
 
-// Migrations applied and the probe committed within boundMs. One probe runs
-// at a time: a probe asked for while one is in flight waits for that one
-// (bounded as well), so a stalled commit holds one connection, never one
-// per probe (Db.probe).
+// One probe at a time: one asked for while another is in flight waits for
+// it, so a stalled commit holds one connection, never one per probe.
 function readinessProbe (db: Db, boundMs: number, migrated: () => boolean, log?: Pick<FastifyBaseLogger, 'debug'>): () => Promise<boolean> {
   let inFlight: Promise<void> | undefined
   return async () => {
@@ -192,19 +158,16 @@ function readinessProbe (db: Db, boundMs: number, migrated: () => boolean, log?:
   }
 }
 
-// ---- one batch's write ----
-
 // Rows the database already holds come back from the second statement:
 // under READ COMMITTED it sees rows committed after the INSERT began,
 // which one statement (a CTE) could not.
 export const insertBatchSql =
   'INSERT INTO plants (id, name, tag) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) ' +
   'ON CONFLICT (id) DO NOTHING RETURNING id'
-// The stored rows of ids the INSERT did not write, one row per request
-// (numbered by `i`, from 1), each with whether the request names exactly
-// the stored plant. The database compares, byte for byte (collation "C"):
-// PGlite drops a leading U+FEFF from text it returns, so text read back is
-// never what a replay is compared with.
+// The stored rows of ids the INSERT did not write, one per request (`i`,
+// from 1), and whether the request names exactly that plant. The database
+// compares (collation "C"): PGlite drops a leading U+FEFF from text it
+// returns, so text read back is never what a replay is compared with.
 export const selectBatchSql =
   'SELECT r.i::int AS i, p.name, p.tag, ' +
   '(p.name IS NOT DISTINCT FROM r.name COLLATE "C" AND p.tag IS NOT DISTINCT FROM r.tag COLLATE "C") AS same ' +
@@ -216,59 +179,41 @@ const insertStatement = { name: 'plants_insert_batch' }
 const selectStatement = { name: 'plants_select_batch' }
 
 // A row that neither the INSERT wrote nor the SELECT found was held by a
-// transaction that rolled back in between: write it again, a bounded number
-// of times.
+// transaction that rolled back in between: written again, a bounded number of times.
 const MAX_ATTEMPTS = 5
 
-// Pauses between sends of a batch while the database is away (a failover
-// moves the primary in seconds): doubling from the first, capped, with
-// jitter so the replicas of the service do not retry in step.
+// Pauses while the database is away, jittered so that replicas do not retry in step.
 const RETRY_FIRST_MS = 25
 const RETRY_MAX_MS = 500
 
 interface WriteContext {
   db: Db
-  // DB_TIMEOUT_MS: how long a batch has from its take (Infinity: no bound).
+  // From the batch's take (Infinity: no bound).
   timeoutMs: number
-  // What each create was told, for whoever watches the store.
   onAnswer: (kind: AnswerKind) => void
 }
 
-// The requests of one batch that name the same id. The first one's data is
-// what the batch tries to store: first come, first served. Groups are
-// found and matched by the bigint id itself: a Map keyed by its decimal
-// text cost several times more per create (bench/RESULTS.md).
-interface Group {
-  id: bigint
-  members: Pending[]
-}
+// The requests of one batch that name the same id; the first one's data is
+// what the batch stores. Keyed by the bigint itself: a Map keyed by its
+// decimal text cost several times more per create (bench/RESULTS.md).
+interface Group { id: bigint, members: Pending[] }
 
-// Whether a write of these groups was sent and not confirmed: from then on
-// their failure is "unknown" (504), whatever fails later, since the write
-// may still commit.
-interface Sent {
-  unconfirmed: boolean
-}
+// Once a write was sent and not confirmed, it may still commit: every later
+// failure of its groups is "unknown" (504).
+interface Sent { unconfirmed: boolean }
 
 // Answers every request of groups; returns the error that failed them, if
-// any, so writing rows one by one can stop when the database is gone.
-//
-// The deadline counts from the batch's take, not from its creates' expiry:
-// a batch taken just before they expire would otherwise always fail. Once
-// taken, a create is answered by what the database did with its row, never
-// by a timer: no INSERT starts past the deadline, the SELECT (which writes
-// nothing) is held to it, and the database bounds a write already sent
-// (Db.writeBefore). Past it, a batch one of whose writes was not confirmed
-// is answered 504, never 503.
+// any, so writing rows one by one can stop when the database is gone. The
+// deadline counts from the take (a batch taken just before its creates
+// expire would otherwise always fail); past it nothing is sent, and a write
+// already sent is bounded by the database (docs/architecture.md, "The write queue").
 async function settle (ctx: WriteContext, groups: Group[], deadline: number, sent: Sent): Promise<unknown> {
   let pending = groups
   let outageRetries = 0
   for (let attempt = 1; pending.length > 0; attempt++) {
-    if (attempt > MAX_ATTEMPTS) return failAll(ctx, pending, new Error(`plant rows vanished ${MAX_ATTEMPTS} times between INSERT and SELECT`))
+    if (attempt > MAX_ATTEMPTS) return failAll(ctx, pending, new Error(`rows vanished ${MAX_ATTEMPTS} times between INSERT and SELECT`))
     if (performance.now() >= deadline) {
-      return failAll(ctx, pending, sent.unconfirmed
-        ? new OutcomeUnknownError(`a write of this row was not confirmed within ${ctx.timeoutMs} ms`)
-        : new StoreUnavailableError(`writing the batch took longer than ${ctx.timeoutMs} ms; this row was not written`))
+      return failAll(ctx, pending, failureAfter(new StoreUnavailableError(`writing the batch took longer than ${ctx.timeoutMs} ms`), sent))
     }
     // The groups not answered yet, should a statement fail.
     let unanswered = pending
@@ -290,9 +235,14 @@ async function settle (ctx: WriteContext, groups: Group[], deadline: number, sen
         return failAll(ctx, unanswered, failureAfter(err, sent))
       }
       // Something in this batch cannot be stored (or the statement failed
-      // for a reason of its own): write each row alone, so only the row at
-      // fault fails.
-      return await oneByOne(ctx, unanswered, deadline, sent)
+      // for a reason of its own): each row alone, so only the row at fault fails.
+      for (let i = 0; i < unanswered.length; i++) {
+        const failure = await settle(ctx, [unanswered[i] as Group], deadline, { ...sent })
+        if (isUnavailable(failure) || failure instanceof OutcomeUnknownError) {
+          return failAll(ctx, unanswered.slice(i + 1), failureAfter(failure, sent))
+        }
+      }
+      return undefined
     }
   }
   return undefined
@@ -302,16 +252,6 @@ async function settle (ctx: WriteContext, groups: Group[], deadline: number, sen
 function failureAfter (err: unknown, sent: Sent): unknown {
   if (!sent.unconfirmed) return asStoreError(err)
   return err instanceof OutcomeUnknownError ? err : new OutcomeUnknownError('a write of this row was not confirmed', { cause: err })
-}
-
-async function oneByOne (ctx: WriteContext, groups: Group[], deadline: number, sent: Sent): Promise<unknown> {
-  for (let i = 0; i < groups.length; i++) {
-    const failure = await settle(ctx, [groups[i] as Group], deadline, { ...sent })
-    if (failure !== undefined && (isUnavailable(failure) || failure instanceof OutcomeUnknownError)) {
-      return failAll(ctx, groups.slice(i + 1), failureAfter(failure, sent))
-    }
-  }
-  return undefined
 }
 
 // Waits before retry number n (from 0) unless the wait would end past the
@@ -327,22 +267,15 @@ async function pauseBeforeRetry (n: number, deadline: number): Promise<boolean> 
 // Writes the groups' rows in one statement, answers the ones it created
 // and returns the groups whose id was already stored.
 async function insert (ctx: WriteContext, groups: Group[], deadline: number, sent: Sent): Promise<Group[]> {
-  const params = columns(groups.map((g) => first(g).plant))
-  let rows: Array<{ id: unknown }>
-  try {
-    rows = await ctx.db.writeBefore<{ id: unknown }>(deadline, insertBatchSql, params, insertStatement)
-  } catch (err) {
-    if (err instanceof OutcomeUnknownError) sent.unconfirmed = true
-    throw err
-  }
-  const created = new Set<bigint>()
-  for (const row of rows) created.add(toId(row.id))
-  const existing: Group[] = []
-  for (const g of groups) {
-    if (created.has(g.id)) answerCreated(g, ctx.onAnswer)
-    else existing.push(g)
-  }
-  return existing
+  const plants = columns(groups.map((g) => (g.members[0] as Pending).plant))
+  const rows = await ctx.db.writeBefore<{ id: unknown }>(deadline, insertBatchSql, plants, insertStatement)
+    .catch((err: unknown) => {
+      if (err instanceof OutcomeUnknownError) sent.unconfirmed = true
+      throw err
+    })
+  const created = new Set(rows.map((row) => toId(row.id)))
+  for (const g of groups) if (created.has(g.id)) answerCreated(g, ctx.onAnswer)
+  return groups.filter((g) => !created.has(g.id))
 }
 
 // A type, not an interface, so it is a Row (which has an index signature).
@@ -352,16 +285,23 @@ type Compared = { name: string, tag: string | null, same: boolean }
 async function answerExisting (ctx: WriteContext, groups: Group[]): Promise<Group[]> {
   const params = columns(groups.flatMap((g) => g.members.map((p) => p.plant)))
   const rows = await ctx.db.query<Compared & { i: number }>(selectBatchSql, params, selectStatement)
-  const byRequest = new Map<number, Compared>()
-  for (const row of rows) byRequest.set(Number(row.i), row)
+  const byRequest = new Map<number, Compared>(rows.map((row) => [Number(row.i), row]))
   const missing: Group[] = []
   let n = 0
   for (const g of groups) {
     const at = n + 1
     n += g.members.length
     // Every request of a group names the same id: stored for all, or none.
-    if (!byRequest.has(at)) missing.push(g)
-    else answerCompared(g, (i) => byRequest.get(at + i) as Compared, ctx.onAnswer)
+    if (!byRequest.has(at)) {
+      missing.push(g)
+      continue
+    }
+    // A replay is answered with the plant it sent (the stored one, byte for
+    // byte); a conflict with the stored plant.
+    g.members.forEach((p, i) => {
+      const { name, tag, same } = byRequest.get(at + i) as Compared
+      answer(p, same ? 'replayed' : 'conflict', tag === null ? { id: g.id, name } : { id: g.id, name, tag }, ctx.onAnswer)
+    })
   }
   return missing
 }
@@ -369,15 +309,7 @@ async function answerExisting (ctx: WriteContext, groups: Group[]): Promise<Grou
 // The statements' parameters. Ids travel as decimal text cast to bigint[],
 // so no driver ever sees a rounded number.
 function columns (plants: PlantRecord[]): unknown[] {
-  const ids: string[] = []
-  const names: string[] = []
-  const tags: Array<string | null> = []
-  for (const p of plants) {
-    ids.push(p.id.toString())
-    names.push(p.name)
-    tags.push(p.tag ?? null)
-  }
-  return [ids, names, tags]
+  return [plants.map((p) => p.id.toString()), plants.map((p) => p.name), plants.map((p) => p.tag ?? null)]
 }
 
 // pg returns int8 as a string, PGlite as a number or a bigint.
@@ -387,62 +319,41 @@ function toId (value: unknown): bigint {
   throw new TypeError(`not an int8 value: ${typeof value}`)
 }
 
-function first (g: Group): Pending {
-  return g.members[0] as Pending
-}
-
 // Groups a batch by id, in ascending id order: concurrent batches (here or
 // in another instance) then take row locks in the same order and cannot
 // deadlock on each other.
 function groupById (batch: Pending[]): Group[] {
   const byId = new Map<bigint, Group>()
   for (const p of batch) {
-    const id = p.plant.id
-    const group = byId.get(id)
-    if (group === undefined) byId.set(id, { id, members: [p] })
+    const group = byId.get(p.plant.id)
+    if (group === undefined) byId.set(p.plant.id, { id: p.plant.id, members: [p] })
     else group.members.push(p)
   }
-  const groups = [...byId.values()]
-  if (groups.length > 1) groups.sort((a, b) => a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
-  return groups
+  return [...byId.values()].sort((a, b) => a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
 }
 
 function samePlant (a: PlantRecord, b: PlantRecord): boolean {
   return a.name === b.name && (a.tag ?? null) === (b.tag ?? null)
 }
 
-// The group's first request created the row; every other request of the
-// same batch is compared with it (both are the requests' own strings).
+// The group's first request created the row; the others of the batch are
+// compared with it (both are the requests' own strings).
 function answerCreated (g: Group, onAnswer: WriteContext['onAnswer']): void {
-  const stored = first(g).plant
-  for (let i = 0; i < g.members.length; i++) {
-    const p = g.members[i] as Pending
-    const kind = i === 0 ? 'created' : samePlant(p.plant, stored) ? 'replayed' : 'conflict'
-    onAnswer(kind)
-    p.resolve({ kind, plant: kind === 'created' ? p.plant : stored })
-  }
+  const stored = (g.members[0] as Pending).plant
+  g.members.forEach((p, i) => {
+    answer(p, i === 0 ? 'created' : samePlant(p.plant, stored) ? 'replayed' : 'conflict', stored, onAnswer)
+  })
 }
 
-// Every request of a group whose row was already stored, as the database
-// compared it: a replay is answered with the plant it sent (the same as the
-// stored one, byte for byte); a conflict reports the stored plant.
-function answerCompared (g: Group, row: (i: number) => Compared, onAnswer: WriteContext['onAnswer']): void {
-  for (let i = 0; i < g.members.length; i++) {
-    const p = g.members[i] as Pending
-    const { name, tag, same } = row(i)
-    const kind = same ? 'replayed' : 'conflict'
-    onAnswer(kind)
-    p.resolve({ kind, plant: same ? p.plant : tag === null ? { id: p.plant.id, name } : { id: p.plant.id, name, tag } })
-  }
+function answer (p: Pending, kind: CreateOutcome['kind'], stored: PlantRecord, onAnswer: WriteContext['onAnswer']): void {
+  onAnswer(kind)
+  p.resolve({ kind, plant: kind === 'conflict' ? stored : p.plant })
 }
 
 function failAll (ctx: WriteContext, groups: Group[], err: unknown): unknown {
-  const unknown = err instanceof OutcomeUnknownError
-  for (const g of groups) {
-    for (const p of g.members) {
-      if (unknown) ctx.onAnswer('unknown')
-      p.reject(err)
-    }
+  for (const p of groups.flatMap((g) => g.members)) {
+    if (err instanceof OutcomeUnknownError) ctx.onAnswer('unknown')
+    p.reject(err)
   }
   return err
 }

@@ -1,6 +1,6 @@
 import pg from 'pg'
 import type { FastifyBaseLogger } from 'fastify'
-import type { Db, QueryOptions, Row, Sql } from './db.js'
+import { commitOrRollBack, type Db, type QueryOptions, type Row, type Sql } from './db.js'
 import { asStoreError, sentWriteError } from './store-errors.js'
 
 // How long the readiness probe's commit may wait for its reply.
@@ -9,38 +9,34 @@ const PROBE_WAIT_MS = 60_000
 export function openPostgres ({ url, timeoutMs, log }: { url: string, timeoutMs: number, log: FastifyBaseLogger }): Db {
   const connection = connectionConfig(url, timeoutMs)
   const pool = new pg.Pool({ ...connection, max: 10 })
-  // The readiness probe's own connection. A probe whose commit waits (a
-  // missing synchronous standby, a frozen server) keeps it until the stall
-  // ends, up to PROBE_WAIT_MS: a read timeout that gave it up sooner would
-  // leave one more session waiting on the server at every probe.
+  // The readiness probe's own connection, kept by a stalled commit until the
+  // stall ends: giving it up sooner would leave one more session waiting on
+  // the server at every probe.
   const probePool = new pg.Pool({ ...connection, max: 1, query_timeout: PROBE_WAIT_MS })
   // An idle client whose server goes away emits here; without a listener the
   // process would crash. The pool drops that client and opens a new one later.
   for (const p of [pool, probePool]) p.on('error', (err) => log.warn({ err }, 'idle database connection failed'))
 
-  // pool.query releases its client with the error when a statement fails,
-  // and the pool then closes that client rather than keep it: a session on a
-  // demoted primary or a read-only database (25006) is never handed to the
-  // next create. test/process/read-only-database.test.ts holds it to that.
-  const poolSql = sqlOf(pool)
+  // pool.query closes a client whose statement failed, so a session on a
+  // read-only database (25006) is never handed to the next create
+  // (test/process/read-only-database.test.ts).
   return {
     kind: 'postgres',
-    ...poolSql,
-    // One slow statement (say, waiting on a row lock another instance
-    // holds) does not stall every create; more writers make smaller
-    // batches and cost the server more per row (bench/RESULTS.md).
+    ...sqlOf(pool),
+    // One slow statement does not stall every create; more writers make
+    // smaller batches, which cost the server more per row (bench/RESULTS.md).
     writers: 2,
     // On a client of its own, so failing to connect is a 503 (nothing
     // sent); once sent, sentWriteError tells a refusal from an unknown.
     writeBefore: async <R extends Row = Row>(_deadline: number, text: string, params?: unknown[], options?: QueryOptions) =>
-      await onClient(pool, async (client) => {
-        try {
-          return await run<R>(client, text, params, options)
-        } catch (err) {
-          throw sentWriteError(err)
-        }
-      }),
-    transaction: async (fn) => await inTransaction(pool, fn),
+      await onClient(pool, async (client) => await run<R>(client, text, params, options).catch((err: unknown) => {
+        throw sentWriteError(err)
+      })),
+    transaction: async (fn) => await onClient(pool, async (client) => {
+      const tx = sqlOf(client)
+      await tx.exec('BEGIN')
+      return await commitOrRollBack(tx, async (commit) => await tx.exec(commit ? 'COMMIT' : 'ROLLBACK'), fn)
+    }),
     probe: async (text) => { await sqlOf(probePool).exec(text) },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     async close () {
@@ -55,14 +51,10 @@ function connectionConfig (url: string, timeoutMs: number): pg.PoolConfig {
   return {
     connectionString: url,
     application_name: 'plant-store',
-    // Every wait is bounded: checkout/connect, the server-side statement and
-    // the client-side read (a cut network never answers at all). The server
-    // cancels a slow statement past statement_timeout (57014): nothing is
-    // stored, a true 503. It never cancels a commit (one waiting for a
-    // synchronous standby waits on), so the read timeout ends the wait; the
-    // write's outcome is then unknown (504, see writeBefore). It starts when
-    // the statement is sent, one second later than the server's own bound,
-    // so a statement the server cancels is answered 503, not 504.
+    // Every wait is bounded (docs/architecture.md, "The write queue"). The
+    // server cancels a slow statement (57014, a true 503) but never a
+    // commit: the read timeout ends that wait (504). It is a second past the
+    // server's bound, so a statement the server cancels is 503, not 504.
     connectionTimeoutMillis: timeoutMs,
     statement_timeout: timeoutMs,
     query_timeout: timeoutMs + 1000,
@@ -74,20 +66,13 @@ function connectionConfig (url: string, timeoutMs: number): pg.PoolConfig {
   }
 }
 
-// Runs fn on one client of the pool, checked out for it alone. A client
-// that failed may be broken: it is destroyed rather than handed to the
-// next request.
+// fn on a client checked out for it alone; one that failed may be broken, so
+// it is destroyed rather than handed to the next request.
 async function onClient<T> (pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  let client: pg.PoolClient
-  try {
-    client = await pool.connect()
-  } catch (err) {
-    throw asStoreError(err)
-  }
-  // A checked-out client has no listener of the pool's: a connection
-  // that dies between two statements (postgrator reads files between
-  // them) would emit an unhandled 'error' and crash the process. The
-  // next statement fails on its own; this only keeps the error handled.
+  const client = await pool.connect().catch(storeError)
+  // A checked-out client has no listener of the pool's: a connection that
+  // dies between two statements (postgrator reads files between them) would
+  // crash the process. The next statement fails on its own.
   let lost: Error | undefined
   const onLost = (err: Error): void => { lost = err }
   client.on('error', onLost)
@@ -103,45 +88,23 @@ async function onClient<T> (pool: pg.Pool, fn: (client: pg.PoolClient) => Promis
   }
 }
 
-async function inTransaction<T> (pool: pg.Pool, fn: (tx: Sql) => Promise<T>): Promise<T> {
-  return await onClient(pool, async (client) => {
-    const tx = sqlOf(client)
-    try {
-      await tx.exec('BEGIN')
-      const result = await fn(tx)
-      await tx.exec('COMMIT')
-      return result
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => {})
-      throw err
-    }
-  })
-}
-
-async function run<R extends Row> (client: pg.Pool | pg.PoolClient, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]> {
-  const result = options?.name === undefined
+async function run<R extends Row> (client: pg.Pool | pg.PoolClient, text: string, params?: unknown[], { name }: QueryOptions = {}) {
+  const result = name === undefined
     ? await client.query<R>(text, params)
-    : await client.query<R>({ name: options.name, text, values: params ?? [] })
+    : await client.query<R>({ name, text, values: params ?? [] })
   return result.rows
 }
 
-// Statements on the pool, or on one checked-out client in a transaction,
-// their failures as store errors.
+const storeError = (err: unknown): never => {
+  throw asStoreError(err)
+}
+
+// Statements on the pool, or on one checked-out client, their failures as
+// store errors.
 function sqlOf (client: pg.Pool | pg.PoolClient): Sql {
   return {
-    async query<R extends Row = Row>(text: string, params?: unknown[], options?: QueryOptions) {
-      try {
-        return await run<R>(client, text, params, options)
-      } catch (err) {
-        throw asStoreError(err)
-      }
-    },
-    async exec (text: string) {
-      try {
-        await client.query(text)
-      } catch (err) {
-        throw asStoreError(err)
-      }
-    }
+    query: async <R extends Row = Row>(text: string, params?: unknown[], options?: QueryOptions) =>
+      await run<R>(client, text, params, options).catch(storeError),
+    exec: async (text: string) => { await client.query(text).catch(storeError) }
   }
 }

@@ -1,8 +1,8 @@
 import type { CreateOutcome, PlantRecord } from './plant-store.js'
 import { StoreUnavailableError } from './store-errors.js'
 
-// When each batch of waiting creates is sent; what a batch's write does is
-// the plant store's (plant-store.ts).
+// When each batch of waiting creates is sent; plant-store.ts writes it. The
+// bounds and deadlines: docs/architecture.md, "The write queue".
 
 export interface Pending {
   plant: PlantRecord
@@ -13,18 +13,14 @@ export interface Pending {
 }
 
 export interface WriteQueueOptions {
-  // Rows in one batch at most.
   maxBatch: number
-  // Characters of names and tags in one batch at most (a batch holds at
-  // least one row), so one batch's write fits in its deadline.
+  // Characters of names and tags (a batch holds at least one row).
   maxBatchBytes: number
-  // Creates waiting at most; past it enqueue refuses (503), so a stalled
-  // database turns into quick answers and bounded memory, not a backlog.
+  // Past it enqueue refuses (503): a stalled database turns into quick
+  // answers and bounded memory, not a backlog.
   maxQueue: number
-  // Batches in flight at once.
   concurrency: number
-  // How long a create may wait to be sent; past it, refused (503): true,
-  // nothing was written. Infinity: no bound.
+  // How long a create may wait to be sent (Infinity: no bound).
   timeoutMs: number
 }
 
@@ -35,10 +31,8 @@ export function createWriteQueue (options: WriteQueueOptions, write: (batch: Pen
   let inFlight = 0
   const expiry = expiryTimer(queue, timeoutMs)
 
-  // No timer: a batch starts in the check phase of the event loop turn in
-  // which its first create arrived, once the requests whose bytes were read
-  // in that same turn have queued too. Starting at once, in the request's
-  // own microtasks, would send the first create of every turn alone.
+  // No timer: a batch starts in the check phase of its first create's turn.
+  // Starting in the request's own microtasks would send that create alone.
   let scheduled = false
   const schedule = (): void => {
     if (scheduled) return
@@ -63,12 +57,8 @@ export function createWriteQueue (options: WriteQueueOptions, write: (batch: Pen
   const full = (): boolean => queue.length >= maxQueue
   return {
     full,
-    // Settles once the batch holding the create is written; rejects at once
-    // when the queue is full.
     enqueue (plant: PlantRecord): Promise<CreateOutcome> {
-      if (full()) {
-        return Promise.reject(new StoreUnavailableError(`${queue.length} creates are already waiting for the database`))
-      }
+      if (full()) return Promise.reject(new StoreUnavailableError(`${queue.length} creates are already waiting for the database`))
       return new Promise<CreateOutcome>((resolve, reject) => {
         queue.push({ plant, expiresAt: performance.now() + timeoutMs, resolve, reject })
         if (queue.length === 1) expiry.arm()
