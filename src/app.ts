@@ -29,11 +29,9 @@ export interface AppOptions {
 export async function buildApp ({ config, logger = false, background, timeouts, writer }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify(serverOptions(config, { logger, timeouts })).withTypeProvider<TypeBoxTypeProvider>()
 
-  // Registered in the order a request meets them: docs/architecture.md, "A request's path".
-  // Operating it, when configured: spans (first, so the request span covers
-  // every hook) and metrics (every answer timed, 404s included). Imported
-  // only then: the OpenTelemetry SDK and prom-client hold resident memory
-  // that a service without them should not carry (bench/RESULTS.md).
+  // In the order a request meets them (docs/architecture.md, "A request's path").
+  // Spans first, so the request span covers every hook. Telemetry is imported
+  // only when configured: its SDKs hold memory a service without it should not carry.
   if (config.tracing !== undefined) {
     await app.register((await import('../plugins/telemetry/tracing-plugin.js')).default, { tracing: config.tracing })
   }
@@ -41,8 +39,7 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
     await app.register((await import('../plugins/telemetry/metrics-plugin.js')).default, { port: config.metricsPort, host: config.host })
   }
 
-  // The edge's hooks first, so they run before every route's; the database
-  // before the routes that use it.
+  // The edge's hooks before every route's; the database before its routes.
   await app.register(httpEdge)
   await app.register(jsonBody)
   await app.register(dbPlugin, {
@@ -50,8 +47,7 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
     ...(background === undefined ? {} : { background }),
     ...(writer === undefined ? {} : { writer })
   })
-  // Before the routes, so swagger sees them added; outside the API context,
-  // so the docs are public.
+  // Docs before the routes, so swagger sees them; outside the API context, so public.
   const accessTokens = config.auth === undefined ? undefined : new AccessTokens(config.auth)
   const tokenUrl = config.auth?.tokenUrl
   await app.register(docsPlugin, {
@@ -59,8 +55,8 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
   })
   await app.register(healthRoutes)
   if (config.auth !== undefined) await app.register(resourceMetadata, { auth: config.auth })
-  // The API routes and the bearer hook share one encapsulated context, so
-  // auth guards exactly them; the rate limit counts authenticated creates.
+  // One encapsulated context: auth guards exactly the API routes, and the
+  // rate limit counts authenticated creates.
   await app.register(async (api) => {
     await api.register(authPlugin, { tokens: config.apiTokens, names: config.tokenNames, accessTokens })
     // Overload is shed before a body is read, and only here: probes and docs always answer.

@@ -1,14 +1,7 @@
-// The int64 rule for ids, in one place. A JSON number is an id when its
-// exact decimal value is whole and within int64; past 2^53 it must stay
-// exact end to end. Three steps share it:
-//   - the JSON parser (json-parser.ts) hands each number and its text to
-//     exactNumber below, which decides from the digits what a whole number
-//     is: a number while it is a safe integer, an exact bigint past that,
-//     BEYOND_INT64 past int64;
-//   - the validator (validation.ts) checks the int64 format on a copy in
-//     which bigints are numbers, because Ajv does not know bigint
-//     (forValidator, int64Format below);
-//   - the route hands the exact value to the store as a bigint.
+// The int64 rule for ids, in one place: a JSON number is an id when its
+// exact decimal value is whole and within int64, exact end to end past 2^53.
+// The parser rebuilds each number from its text (exactNumber); the validator
+// checks a copy without bigints, which Ajv does not know (forValidator).
 
 export const INT64_MAX = 9223372036854775807n
 const INT64_MIN_MAGNITUDE = 9223372036854775808n
