@@ -15,10 +15,8 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
 
   // Not ready is an expected state (start-up, an outage another line reports),
   // answered rather than thrown: no error log and stack every few seconds.
-  fastify.get('/health/ready', {
-    config,
-    schema: { hide: true, response: { 200: Status, 503: Type.Ref(ErrorBody) } }
-  }, async (request, reply) => {
+  const schema = { hide: true, response: { 200: Status, 503: Type.Ref(ErrorBody) } }
+  fastify.get('/health/ready', { config, schema }, async (request, reply) => {
     if (await fastify.plants.isReady()) return { status: 'ready' }
     request.log.debug({ migrated: fastify.plants.isMigrated() }, 'not ready')
     return await sendError(reply, 503, 'The database is not ready', RETRY_AFTER_SECONDS.databaseUnavailable)

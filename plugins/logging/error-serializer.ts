@@ -1,11 +1,8 @@
 import pino from 'pino'
 
-// What an error may put in the log. A database error can carry the row it
-// refused (`detail`: "Failing row contains (…)"), the statement's parameters,
-// a context or hint built from the row, and a message that quotes a value: an
-// operator needs the SQLSTATE, the constraint and the table or column, not the
-// plant. Those are kept, for the error itself and a database error it wraps
-// (`cause`); the rest is left out (SECURITY.md, "What is logged").
+// A database error in the log (itself or as a `cause`) keeps what an operator
+// needs, the SQLSTATE and what it names, and never the plant data it can quote
+// (`detail`'s row, parameters, hint, a value in its message): SECURITY.md, "What is logged".
 
 // The fields of a PostgreSQL error (pg and PGlite alike) that name things
 // rather than quote data.

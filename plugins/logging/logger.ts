@@ -5,9 +5,9 @@ import { serializeError } from './error-serializer.js'
 
 export type LogDestination = ReturnType<typeof pino.destination>
 
-// stdout, written asynchronously so a request never waits on a write.
-// minLength 1 makes flush(cb) wait for the lines handed over (sonic-boom's
-// flush does nothing when minLength is 0).
+// stdout, written asynchronously so a request never waits on a write. minLength 1
+// still writes each line once no write is in flight, and makes flush(cb) wait for
+// the lines handed over (sonic-boom's flush does nothing when minLength is 0).
 export function logDestination (): LogDestination {
   return pino.destination({ dest: 1, sync: false, minLength: 1 })
 }
