@@ -3,9 +3,8 @@ import type { FastifyError, FastifyReply, FastifyRequest, HookHandlerDoneFunctio
 import type { ErrorBody } from '../src/schemas.js'
 import { noteOutcome } from './logging/access-log.js'
 
-// The Error body, the headers every answer carries and the Retry-After
-// delays: every error answer on the API port is sent from here, whoever
-// gives it (the metrics listener sends its own with errorBody).
+// Every error answer on the API port is sent from here, whoever gives it
+// (the metrics listener sends its own with errorBody).
 
 export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8'
 
@@ -21,13 +20,9 @@ export function addEveryAnswerHeaders (request: FastifyRequest, reply: FastifyRe
   done()
 }
 
-// Seconds a client should wait before retrying a 503 (or replaying a 504), by why.
-// A database that is down or slow needs a while; a shutting-down instance
-// is replaced at once (another instance, or this one restarted, answers).
-export const RETRY_AFTER_SECONDS = {
-  databaseUnavailable: 5,
-  shuttingDown: 1
-} as const
+// Seconds before retrying a 503 (or replaying a 504): a database that is down
+// needs a while; a shutting-down instance is replaced at once.
+export const RETRY_AFTER_SECONDS = { databaseUnavailable: 5, shuttingDown: 1 } as const
 
 // An error that already knows its HTTP status and a message written for the
 // client: the message reaches the client whatever the status. A delay it
@@ -71,33 +66,33 @@ export function rawError (status: number, reqId: string, message?: string): { bo
   }
 }
 
+// The 5xx the database causes: logged at warn, and the client's message when
+// the error is not an HttpError; both come with the database's Retry-After.
+const DATABASE_ANSWERS: Record<number, { line: string, message: string }> = {
+  503: { line: 'service unavailable', message: 'The database is unavailable; retry later' },
+  // A write sent and not confirmed (src/store/store-errors.ts): it may
+  // still commit, so the caller is told to replay, never "nothing stored".
+  504: { line: 'outcome unknown', message: 'The database did not confirm the write in time: outcome unknown; replaying this create tells' }
+}
+
 // The one place every thrown error becomes the Error body: validation, the
 // JSON parser, bearer auth, Fastify's own checks and the database. 5xx details
 // stay in the log (with the request id); the client gets a generic message
-// unless the error is an HttpError, whose message was written for it.
+// unless the error is an HttpError, whose message (and delay) was written for it.
 export function errorHandler (err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const status = statusOf(err)
-  const chosen = err instanceof HttpError
-  let message = err.message
-  let retryAfter: number | undefined
-  if (status === 503) {
-    request.log.warn({ err }, 'service unavailable')
-    retryAfter = (chosen ? err.retryAfterSeconds : undefined) ?? RETRY_AFTER_SECONDS.databaseUnavailable
-    if (!chosen) message = 'The database is unavailable; retry later'
-  } else if (status === 504) {
-    // A write sent and not confirmed (src/store/store-errors.ts): it may
-    // still commit, so the caller is told to replay, never "nothing stored".
-    request.log.warn({ err }, 'outcome unknown')
-    noteOutcome(request, 'unknown')
-    retryAfter = RETRY_AFTER_SECONDS.databaseUnavailable
-    if (!chosen) message = 'The database did not confirm the write in time: outcome unknown; replaying this create tells'
-  } else if (status >= 500) {
-    request.log.error({ err }, 'request failed')
-    if (!chosen) message = STATUS_CODES[status] ?? 'Internal Server Error'
-  } else {
+  const chosen = err instanceof HttpError ? err : undefined
+  if (status < 500) {
     request.log.info({ status, code: err.code, reason: err.message }, 'request rejected')
-    if (chosen) retryAfter = err.retryAfterSeconds
+    sendError(reply, status, err.message, chosen?.retryAfterSeconds)
+    return
   }
+  const database = DATABASE_ANSWERS[status]
+  if (database === undefined) request.log.error({ err }, 'request failed')
+  else request.log.warn({ err }, database.line)
+  if (status === 504) noteOutcome(request, 'unknown')
+  const message = chosen?.message ?? database?.message ?? STATUS_CODES[status] ?? 'Internal Server Error'
+  const retryAfter = chosen?.retryAfterSeconds ?? (database === undefined ? undefined : RETRY_AFTER_SECONDS.databaseUnavailable)
   sendError(reply, status, message, retryAfter)
 }
 

@@ -1,6 +1,6 @@
 import fp from 'fastify-plugin'
 import underPressure from '@fastify/under-pressure'
-import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { sendError } from './error-answers.js'
 
 export interface LoadSheddingOptions {
@@ -10,28 +10,25 @@ export interface LoadSheddingOptions {
   maxEventLoopDelayMs?: number
 }
 
-// Past what the service can answer in time, a new request is answered 503
-// with Retry-After before a byte of its body is read, so /health/live still
-// answers within its second. Two measures: the event loop's delay (sampled
-// by @fastify/under-pressure), and the bytes of bodies in flight (declared
-// Content-Length, BODY_LIMIT when chunked), released when the answer is
-// sent because the store and the answer cost the loop as much as parsing.
-// API context only: probes and docs are never shed. A shed answer leaves
-// the body unread, so it closes the connection (closeIfBodyUnread).
+// Overload is answered 503 before a byte of the body is read, so /health/live
+// still answers within its second (docs/architecture.md, "A request's path",
+// step 4). Bodies in flight count until the answer is sent, because the store
+// and the answer cost the loop as much as parsing. A shed answer leaves the
+// body unread, so it closes the connection (closeIfBodyUnread).
 
 // Creates of BODY_LIMIT that may be in progress at once: a few keep the
 // loop's turns well under the probes' second on 2 busy cores.
 const BODIES_IN_FLIGHT = 4
-// The loop's mean delay over a sample past which it is late: well below
-// the probes' second, and above a moment's stall of a busy machine (the
-// mean over a sample dilutes it).
+// The loop's mean delay over a sample past which it is late: well below the
+// probes' second, above a busy machine's momentary stall (the mean dilutes it).
 const MAX_EVENT_LOOP_DELAY_MS = 250
 const SAMPLE_INTERVAL_MS = 200
 const LATE_READINGS = 3
 // Overload passes in moments once the admitted work is done.
 const RETRY_AFTER_SECONDS = 1
 
-async function loadShedding (fastify: FastifyInstance, { bodyLimit, maxEventLoopDelayMs = MAX_EVENT_LOOP_DELAY_MS }: LoadSheddingOptions): Promise<void> {
+async function loadShedding (fastify: FastifyInstance, opts: LoadSheddingOptions): Promise<void> {
+  const { bodyLimit, maxEventLoopDelayMs = MAX_EVENT_LOOP_DELAY_MS } = opts
   // Only its sampler: with no threshold given it adds no hook, and the
   // decision (with an Error-shaped answer) is made here.
   await fastify.register(underPressure, { sampleInterval: SAMPLE_INTERVAL_MS })
@@ -39,53 +36,40 @@ async function loadShedding (fastify: FastifyInstance, { bodyLimit, maxEventLoop
   // two (a large body, start-up) are over by the time they are measured.
   let behind = false
   let reading: NodeJS.Timeout | undefined
-  fastify.addHook('onReady', (done) => {
+  fastify.addHook('onReady', async () => {
     let late = 0
     reading = setInterval(() => {
       late = fastify.memoryUsage().eventLoopDelay > maxEventLoopDelayMs ? late + 1 : 0
       behind = late >= LATE_READINGS
     }, SAMPLE_INTERVAL_MS).unref()
-    done()
   })
-  fastify.addHook('onClose', (_instance, done) => {
-    clearInterval(reading)
-    done()
-  })
+  fastify.addHook('onClose', async () => { clearInterval(reading) })
   const budget = BODIES_IN_FLIGHT * bodyLimit
   let inFlight = 0
 
-  function admit (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-    if (behind) {
-      shed(reply, 'the event loop is behind')
+  fastify.addHook('onRequest', (request, reply, done) => {
+    const size = bodySize(request, bodyLimit)
+    // One body is always admitted, however large: the budget holds several.
+    const full = inFlight > 0 && size > 0 && inFlight + size > budget
+    if (behind || full) {
+      const why = behind ? 'the event loop is behind' : 'too many request bodies are in progress'
+      sendError(reply, 503, `The service is overloaded (${why}); retry after the Retry-After delay`, RETRY_AFTER_SECONDS)
       return
     }
-    const size = bodySize(request, bodyLimit)
     if (size > 0) {
-      // One body is always admitted, however large: the budget holds several.
-      if (inFlight > 0 && inFlight + size > budget) {
-        shed(reply, 'too many request bodies are in progress')
-        return
-      }
       inFlight += size
       reply.raw.once('close', () => { inFlight -= size })
     }
     done()
-  }
-
-  fastify.addHook('onRequest', admit)
+  })
 }
 
-// The bytes a request's body will hold: its Content-Length (at most
-// BODY_LIMIT: a larger one is refused 413 unread), BODY_LIMIT when it is
-// chunked, 0 when it has none.
+// The bytes a request's body will hold: its Content-Length (a larger one than
+// BODY_LIMIT is refused 413 unread), BODY_LIMIT when chunked, 0 when it has none.
 function bodySize (request: FastifyRequest, bodyLimit: number): number {
   const length = request.headers['content-length']
   if (length !== undefined) return Math.min(Number(length), bodyLimit)
   return request.headers['transfer-encoding'] === undefined ? 0 : bodyLimit
-}
-
-function shed (reply: FastifyReply, why: string): void {
-  sendError(reply, 503, `The service is overloaded (${why}); retry after the Retry-After delay`, RETRY_AFTER_SECONDS)
 }
 
 export default fp(loadShedding, { name: 'load-shedding', fastify: '5.x' })

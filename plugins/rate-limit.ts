@@ -11,10 +11,8 @@ export interface RateLimitOptions {
   callers: number
 }
 
-// In the API's context after auth, so an unauthenticated flood (401) counts
-// against nothing, and after the route's media-type check, so a 415 does not
-// count either. The counters live in this process's memory: each instance
-// limits on its own, and a restart resets them.
+// After auth and the media-type check, so a 401 or 415 counts against nothing;
+// in this process's memory (docs/operations.md, "Rate limit").
 async function rateLimitPlugin (fastify: FastifyInstance, opts: RateLimitOptions): Promise<void> {
   const noHeaders = { 'x-ratelimit-limit': false, 'x-ratelimit-remaining': false, 'x-ratelimit-reset': false, 'retry-after': false }
   await fastify.register(rateLimit, {
@@ -22,9 +20,8 @@ async function rateLimitPlugin (fastify: FastifyInstance, opts: RateLimitOptions
     hook: 'onRequest',
     max: opts.perMinute,
     timeWindow: 60_000,
-    // The caller plugins/auth.ts found (a static token's name or digest, a
-    // JWT's client_id), so a client keeps its window across token refreshes
-    // and the limiter's memory never holds a token.
+    // The caller plugins/auth.ts found, so a client keeps its window across
+    // token refreshes and the limiter's memory never holds a token.
     keyGenerator: (request) => request.caller ?? '',
     // The store forgets the least recently seen caller when full (5,000 by
     // default): sized so that no configured caller's window is forgotten.
@@ -32,11 +29,10 @@ async function rateLimitPlugin (fastify: FastifyInstance, opts: RateLimitOptions
     // Retry-After comes with the error, through plugins/error-answers.ts.
     addHeaders: noHeaders,
     addHeadersOnExceeding: noHeaders,
-    errorResponseBuilder: (_request, context) => new HttpError(
-      429,
-      `Too many creates: this caller may make ${context.max} a minute; retry after the Retry-After delay`,
-      Math.max(1, Math.ceil(context.ttl / 1000))
-    )
+    errorResponseBuilder: (_request, { max, ttl }) => {
+      const message = `Too many creates: this caller may make ${max} a minute; retry after the Retry-After delay`
+      return new HttpError(429, message, Math.max(1, Math.ceil(ttl / 1000)))
+    }
   })
 }
 

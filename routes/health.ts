@@ -5,28 +5,18 @@ import { RETRY_AFTER_SECONDS, sendError } from '../plugins/error-answers.js'
 
 const Status = Type.Object({ status: Type.String() })
 
-// Engines and balancers probe every few seconds per replica: at info their
-// access lines would bury the requests that matter, so they log at debug
-// (plugins/logging/access-log.ts).
+// Probed every few seconds per replica: at info their access lines would bury
+// the requests that matter.
 const config = { accessLogLevel: 'debug' } as const
 
-// Public probes for orchestrators: live while the process runs, ready while
-// the schema is migrated and a write can commit now (a probe transaction
-// commits: a standby, a read-only or frozen database, a stalled synchronous
-// standby, a full disk are not ready), answered within a probe's second.
+// Public probes for orchestrators; what ready means: docs/operations.md, "Health".
 const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
-  fastify.get('/health/live', {
-    config,
-    schema: { hide: true, response: { 200: Status } }
-  }, async () => ({ status: 'ok' }))
+  fastify.get('/health/live', { config, schema: { hide: true, response: { 200: Status } } }, async () => ({ status: 'ok' }))
 
-  // Not ready is an expected state (start-up, migrations, an outage another
-  // log line reports), answered directly rather than thrown: no error log,
-  // no stack trace every few seconds.
-  fastify.get('/health/ready', {
-    config,
-    schema: { hide: true, response: { 200: Status, 503: Type.Ref(ErrorBody) } }
-  }, async (request, reply) => {
+  // Not ready is an expected state (start-up, an outage another line reports),
+  // answered rather than thrown: no error log and stack every few seconds.
+  const schema = { hide: true, response: { 200: Status, 503: Type.Ref(ErrorBody) } }
+  fastify.get('/health/ready', { config, schema }, async (request, reply) => {
     if (await fastify.plants.isReady()) return { status: 'ready' }
     request.log.debug({ migrated: fastify.plants.isMigrated() }, 'not ready')
     return await sendError(reply, 503, 'The database is not ready', RETRY_AFTER_SECONDS.databaseUnavailable)

@@ -2,26 +2,19 @@ import { LogController, type FastifyInstance, type FastifyReply, type FastifyReq
 import type { Level } from 'pino'
 import type { AnswerKind } from '../../src/store/plant-store.js'
 
-// The access log: one line per answer, once sent, with what an operator
-// searches by and nothing a caller sent as data (no body, headers or token).
-// Answers given outside Fastify (malformed HTTP, an unmet Expect) write a
-// line of the same shape (edgeAccessFields).
+// The access line: one per answer, once sent, with what an operator searches
+// by (docs/operations.md, "Logs") and nothing a caller sent as data.
 
 export const ACCESS_LINE = 'request'
 
-// A create's outcome; 'unknown' is a 504's (the error policy notes it).
-type Outcome = AnswerKind
-
 declare module 'fastify' {
   interface FastifyRequest {
-    // A create's outcome (noteOutcome) and who called (noteCaller), for the
-    // access line.
-    createOutcome: Outcome | null
+    // A create's outcome ('unknown' for a 504) and who called, for the access line.
+    createOutcome: AnswerKind | null
     caller: string | null
   }
   interface FastifyContextConfig {
-    // The level of the route's access line, info unless set (the health
-    // probes log theirs at debug).
+    // The level of the route's access line, info unless set (the probes log at debug).
     accessLogLevel?: Level
   }
 }
@@ -34,7 +27,7 @@ export function declareAccessLogFields (fastify: FastifyInstance): void {
 }
 
 // A create's outcome, noted by the route.
-export function noteOutcome (request: FastifyRequest, outcome: Outcome): void {
+export function noteOutcome (request: FastifyRequest, outcome: AnswerKind): void {
   request.createOutcome = outcome
 }
 
@@ -43,18 +36,9 @@ export function noteCaller (request: FastifyRequest, name: string): void {
   request.caller = name
 }
 
-// The fields of an access line for an answer given outside Fastify.
+// The line's fields for an answer given outside Fastify (malformed HTTP, an unmet Expect).
 export function edgeAccessFields (reqId: string, status: number, method?: string): Record<string, unknown> {
   return method === undefined ? { reqId, status } : { reqId, method, route: null, status }
-}
-
-interface AccessFields {
-  method: string
-  route: string | null
-  status: number
-  durationMs: number
-  caller?: string
-  outcome?: Outcome
 }
 
 // Fastify's request lines ("incoming request", "request completed") replaced
@@ -65,14 +49,15 @@ export class AccessLog extends LogController {
   override requestCompleted (error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     // routeOptions builds an object on every read: read once.
     const { url, config } = request.routeOptions
-    const fields: AccessFields = {
-      method: request.method,
+    const { method, caller, createOutcome: outcome } = request
+    const fields = {
+      method,
       route: url ?? null,
       status: reply.statusCode,
-      durationMs: Math.round(reply.elapsedTime * 100) / 100
+      durationMs: Math.round(reply.elapsedTime * 100) / 100,
+      ...(caller === null ? {} : { caller }),
+      ...(outcome === null ? {} : { outcome })
     }
-    if (request.caller !== null) fields.caller = request.caller
-    if (request.createOutcome !== null) fields.outcome = request.createOutcome
     if (error != null) request.log.error({ ...fields, err: error }, ACCESS_LINE)
     else request.log[config.accessLogLevel ?? 'info'](fields, ACCESS_LINE)
   }

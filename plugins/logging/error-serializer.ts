@@ -1,12 +1,8 @@
 import pino from 'pino'
 
-// What an error may put in the log. A database error can carry the row it
-// refused (`detail`: "Failing row contains (…)"), the statement's
-// parameters, a context or hint built from the row, and, for a data error
-// or an exception raised by a trigger, a message that quotes a value. An
-// operator needs the SQLSTATE, the constraint and the table or column, not
-// the plant: those are kept, the rest is left out, for the error itself and
-// for a database error it wraps (`cause`).
+// A database error in the log (itself or as a `cause`) keeps what an operator
+// needs, the SQLSTATE and what it names, and never the plant data it can quote
+// (`detail`'s row, parameters, hint, a value in its message): SECURITY.md, "What is logged".
 
 // The fields of a PostgreSQL error (pg and PGlite alike) that name things
 // rather than quote data.
@@ -24,9 +20,9 @@ function isDatabaseError (err: unknown): err is DatabaseErrorLike {
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && ('severity' in err || 'detail' in err)
 }
 
-function causes (err: Error): Error[] {
-  const chain: Error[] = []
-  for (let e: unknown = err; e instanceof Error && chain.length < 10; e = e.cause) chain.push(e)
+function causes (err: unknown): unknown[] {
+  const chain: unknown[] = []
+  for (let e = err; e instanceof Error && chain.length < 10; e = e.cause) chain.push(e)
   return chain
 }
 
@@ -34,23 +30,16 @@ export interface SerializedError { [key: string]: unknown, type: string, message
 
 export function serializeError (err: Error): SerializedError {
   const out = pino.stdSerializers.err(err) as unknown as SerializedError
-  if (!(err instanceof Error)) return out
   const databaseErrors = causes(err).filter(isDatabaseError)
   if (databaseErrors.length === 0) return out
-  let message = String(out.message)
-  let stack = String(out.stack)
-  for (const e of databaseErrors) {
-    if (MESSAGE_MAY_QUOTE_DATA.test(e.code) && e.message !== '') {
-      const withheld = `database error ${e.code} (message withheld: it may quote plant data)`
-      message = message.replaceAll(e.message, withheld)
-      stack = stack.replaceAll(e.message, withheld)
-    }
-  }
-  const safe: SerializedError = { type: out.type, message, stack }
+  const quoting = databaseErrors.filter((e) => MESSAGE_MAY_QUOTE_DATA.test(e.code) && e.message !== '')
+  const withhold = (text: string): string =>
+    quoting.reduce((t, e) => t.replaceAll(e.message, `database error ${e.code} (message withheld: it may quote plant data)`), text)
+  const safe: SerializedError = { type: out.type, message: withhold(String(out.message)), stack: withhold(String(out.stack)) }
   if (isDatabaseError(err)) {
+    const fields = err as unknown as Record<string, unknown>
     for (const field of DATABASE_ERROR_FIELDS) {
-      const value = (err as unknown as Record<string, unknown>)[field]
-      if (value !== undefined) safe[field] = value
+      if (fields[field] !== undefined) safe[field] = fields[field]
     }
   } else {
     // A wrapper (StoreUnavailableError): its own fields, and the SQLSTATE

@@ -1,4 +1,3 @@
-import { createRequire } from 'node:module'
 import type { FastifyServerOptions } from 'fastify'
 import pino from 'pino'
 import type { Config } from '../../src/config.js'
@@ -6,18 +5,15 @@ import { serializeError } from './error-serializer.js'
 
 export type LogDestination = ReturnType<typeof pino.destination>
 
-// stdout, written asynchronously so a request never waits on a write.
-// minLength 1 writes each line as soon as no write is in flight, and makes
-// flush(cb) wait for the lines handed over (sonic-boom's flush does nothing
-// when minLength is 0). pino flushes what is left synchronously when the
-// process exits.
+// stdout, written asynchronously so a request never waits on a write. minLength 1
+// still writes each line once no write is in flight, and makes flush(cb) wait for
+// the lines handed over (sonic-boom's flush does nothing when minLength is 0).
 export function logDestination (): LogDestination {
   return pino.destination({ dest: 1, sync: false, minLength: 1 })
 }
 
-// Resolves once every line given to `destination` has been written, or
-// after boundMs (stdout blocked by a reader that stopped), so that a way
-// out of the process is not held up for long by its logs.
+// Resolves once every line given to `destination` has been written, or after
+// boundMs (a reader of stdout that stopped), so the way out of the process is not held up.
 export async function flushLog (destination: Pick<LogDestination, 'flush'>, boundMs = 2_000): Promise<void> {
   await new Promise<void>((resolve) => {
     const timer = setTimeout(resolve, boundMs)
@@ -27,17 +23,14 @@ export async function flushLog (destination: Pick<LogDestination, 'flush'>, boun
   })
 }
 
-// pino JSON lines, each with the request id (Fastify's reqId). The token
-// never reaches a log line: Fastify does not log headers, and should a
-// serializer ever include them, redaction removes it.
+// pino JSON lines (docs/operations.md, "Logs"). Fastify does not log headers;
+// should a serializer ever include them, redaction removes the token.
 export function loggerOptions (config: Pick<Config, 'logLevel' | 'production'>, destination?: LogDestination): FastifyServerOptions['logger'] {
   const options: Exclude<FastifyServerOptions['logger'], boolean | undefined> = {
     level: config.logLevel,
-    // Database errors without the plant data they can carry: error-serializer.ts.
     serializers: { err: serializeError },
     redact: {
-      // Database errors from PGlite carry the statement's parameters: the
-      // client's plant data stays out of the log like the request body.
+      // err.params: PGlite's errors carry the statement's parameters, the client's plant data.
       paths: ['req.headers.authorization', 'headers.authorization', 'request.headers.authorization', 'err.params', 'err.cause.params'],
       censor: '[redacted]'
     }
@@ -54,7 +47,7 @@ export function loggerOptions (config: Pick<Config, 'logLevel' | 'production'>, 
 
 function hasPinoPretty (): boolean {
   try {
-    createRequire(import.meta.url).resolve('pino-pretty')
+    import.meta.resolve('pino-pretty')
     return true
   } catch {
     return false

@@ -4,13 +4,10 @@ import { isSpanContextValid } from '@opentelemetry/api'
 import { parseTraceParent } from '@opentelemetry/core'
 import type { FastifyRequest, FastifyReply, FastifyServerOptions } from 'fastify'
 
-// The two ids that tie a request's answer and log lines together: its
-// request id (on every answer and log line) and, when the caller sent a
-// valid W3C traceparent, its trace id (`trace_id` on every log line,
-// whether or not spans are exported, so a log search finds the trace).
+// The request id and a traceparent's trace id, on every log line whether or
+// not spans are exported (docs/operations.md, "Logs" and "Traces").
 
-// An incoming X-Request-Id is kept when it is short and plain, so a caller
-// can follow its request through our logs; anything else gets a fresh id.
+// An incoming X-Request-Id is kept when short and plain, so a caller can follow it; else a fresh id.
 const acceptableRequestId = /^[A-Za-z0-9._:-]{1,128}$/
 
 export function genReqId (req: IncomingMessage): string {
@@ -33,8 +30,7 @@ export function traceIdOf (header: string | string[] | undefined): string | unde
   return parent !== null && isSpanContextValid(parent) ? parent.traceId : undefined
 }
 
-// Fastify's childLoggerFactory: the request's pino child, with trace_id
-// bound when the caller sent one.
+// Fastify's childLoggerFactory: trace_id bound when the caller sent one.
 export const childLoggerWithTraceId: NonNullable<FastifyServerOptions['childLoggerFactory']> = function (logger, bindings, opts, rawReq: IncomingMessage) {
   const traceId = traceIdOf(rawReq.headers.traceparent)
   return logger.child(traceId === undefined ? bindings : { ...bindings, [TRACE_ID_FIELD]: traceId }, opts)

@@ -1,21 +1,18 @@
 import fp from 'fastify-plugin'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { once } from 'node:events'
+import type { AddressInfo } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import { createMetrics, UNMATCHED_ROUTE, type Metrics } from './metrics.js'
 import { errorBody, JSON_CONTENT_TYPE } from '../error-answers.js'
 
-export interface MetricsOptions {
-  // METRICS_PORT (0: any free port) on HOST.
-  port: number
-  host: string
-}
+// METRICS_PORT (0: any free port) on HOST.
+export interface MetricsOptions { port: number, host: string }
 
 const METRICS_PATH = '/metrics'
 
-// Served by a listener of their own, so the API port never shows them and a
-// scrape never queues behind API traffic. At the root, before the routes,
-// so every answer is timed, 404s included.
+// A listener of its own (docs/operations.md, "Metrics"); at the root, before
+// the routes, so every answer is timed, 404s included.
 async function metricsPlugin (fastify: FastifyInstance, opts: MetricsOptions): Promise<void> {
   let metrics: Metrics | undefined
   let server: Server | undefined
@@ -26,28 +23,24 @@ async function metricsPlugin (fastify: FastifyInstance, opts: MetricsOptions): P
     done()
   })
 
-  // Once the store exists (plugins/db.ts); a port that cannot be bound stops
-  // start-up like the API's own.
+  // Once the store exists; a port that cannot be bound stops start-up like the API's.
   fastify.addHook('onReady', async () => {
     const { plants, db } = fastify
-    const poolStats = db.poolStats?.bind(db)
-    metrics = createMetrics({ writer: plants.stats, ...(poolStats === undefined ? {} : { pool: poolStats }) })
-    plants.observe(metrics.store)
-    const scraped = metrics
+    const scraped = createMetrics({ writer: plants.stats, pool: db.poolStats?.bind(db) })
+    metrics = scraped
+    plants.observe(scraped.store)
     // answerScrape answers every request itself and never rejects.
     server = createServer((req, res) => { answerScrape(scraped, req, res).catch(() => res.destroy()) })
-    server.listen(opts.port, opts.host)
-    await Promise.race([once(server, 'listening'), once(server, 'error').then(([err]) => { throw err })])
-    const address = server.address()
-    const port = address !== null && typeof address === 'object' ? address.port : opts.port
+    // once() rejects with the listener's 'error'.
+    await once(server.listen(opts.port, opts.host), 'listening')
+    const { port } = server.address() as AddressInfo
     fastify.log.info({ port }, `metrics served at http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}${METRICS_PATH}`)
   })
 
   // After the API has drained, so a last scrape can still see the shutdown.
   fastify.addHook('onClose', async () => {
     if (server === undefined || !server.listening) return
-    const closed = once(server, 'close')
-    server.close()
+    const closed = once(server.close(), 'close')
     server.closeAllConnections()
     await closed
   })
@@ -57,12 +50,8 @@ async function answerScrape (metrics: Metrics, req: IncomingMessage, res: Server
   const path = (req.url ?? '').split('?')[0]
   if (path !== METRICS_PATH) return sendJsonError(res, 404, `Route ${req.method ?? ''} ${path ?? ''} not found; metrics are at ${METRICS_PATH}`.slice(0, 200))
   if (req.method !== 'GET' && req.method !== 'HEAD') return sendJsonError(res, 405, `Method ${req.method ?? ''} is not allowed on ${METRICS_PATH}; use GET`, { allow: 'GET, HEAD' })
-  let text: string
-  try {
-    text = await metrics.registry.metrics()
-  } catch {
-    return sendJsonError(res, 500, 'Internal Server Error')
-  }
+  const text = await metrics.registry.metrics().catch(() => undefined)
+  if (text === undefined) return sendJsonError(res, 500, 'Internal Server Error')
   res.writeHead(200, { 'content-type': metrics.registry.contentType, 'cache-control': 'no-store' })
   res.end(req.method === 'HEAD' ? undefined : text)
 }

@@ -2,53 +2,43 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { AnswerKind, StoreObserver, WriterStats } from '../../src/store/plant-store.js'
 import type { PoolStats } from '../../src/store/db.js'
 
-// What GET /metrics shows, in a registry of the service's own;
-// docs/operations.md explains each metric to an on-call person.
+// What GET /metrics shows, in a registry of the service's own; each metric is
+// explained in docs/operations.md, "Metrics".
 
-// The route label of a request no route matched: scanners' URLs all count
-// here, so they cannot grow the label set.
+// The route label of a request no route matched, so scanners cannot grow the label set.
 export const UNMATCHED_ROUTE = 'unmatched'
 
-// Seconds. The API answers in milliseconds; the top buckets catch creates
-// waiting on a slow database (DB_TIMEOUT_MS defaults to 5 s).
+// Seconds; the top buckets catch creates waiting on a slow database (DB_TIMEOUT_MS defaults to 5 s).
 const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 // Creates per write; the writer's bound is 256 (DEFAULT_MAX_BATCH).
 const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
-
-export interface MetricSources {
-  writer: () => WriterStats
-  // PostgreSQL only.
-  pool?: () => PoolStats
-}
+const OUTCOMES: readonly AnswerKind[] = ['created', 'replayed', 'conflict', 'unknown']
+// Callers are named by configuration and by the issuer's clients: past this
+// many, the rest share one label, so the series stay few.
+const MAX_CALLER_LABELS = 100
+const OTHER_CALLER = 'other'
 
 export type Metrics = ReturnType<typeof createMetrics>
 
-export function createMetrics (sources: MetricSources) {
+export function createMetrics (sources: { writer: () => WriterStats, pool?: (() => PoolStats) | undefined }) {
   const registry = new Registry()
   const registers = [registry]
-  // Event-loop lag, heap, GC, CPU, file descriptors.
   collectDefaultMetrics({ register: registry })
-  const observeRequest = requestDuration(registers)
-
   const creates = new Counter({
     name: 'plant_store_creates_total',
     help: 'Creates answered from the database: created (a new row), replayed (the same plant was stored), conflict (a different one was), unknown (sent and not confirmed in time: 504)',
     labelNames: ['outcome'] as const,
     registers
   })
-  const byOutcome: Record<AnswerKind, Counter.Internal> = {
-    created: creates.labels('created'),
-    replayed: creates.labels('replayed'),
-    conflict: creates.labels('conflict'),
-    unknown: creates.labels('unknown')
-  }
+  // Each outcome's series exists, at 0, from the start.
+  const byOutcome = new Map(OUTCOMES.map((kind) => [kind, creates.labels(kind)]))
   const byCaller = new Counter({
     name: 'plant_store_creates_by_caller_total',
     help: `Answered creates by caller (a static token's name or digest, a JWT's client_id; past ${MAX_CALLER_LABELS} callers, "${OTHER_CALLER}") and outcome`,
     labelNames: ['caller', 'outcome'] as const,
     registers
   })
-  const callerLabel = boundedLabel(MAX_CALLER_LABELS, OTHER_CALLER)
+  const callers = new Set<string>()
   const batchSize = new Histogram({
     name: 'plant_store_write_batch_size',
     help: 'Creates written by one database write (the batching writer gathers the creates that arrive together)',
@@ -64,18 +54,20 @@ export function createMetrics (sources: MetricSources) {
 
   return {
     registry,
-    observeRequest,
-    // By the caller plugins/auth.ts found.
-    observeCreate: (caller: string, outcome: AnswerKind) => byCaller.labels(callerLabel(caller), outcome).inc(),
+    observeRequest: requestDuration(registers),
+    // By the caller plugins/auth.ts found; the first ones seen keep their own label.
+    observeCreate: (caller: string, outcome: AnswerKind) => {
+      if (!callers.has(caller) && callers.size < MAX_CALLER_LABELS && caller !== OTHER_CALLER) callers.add(caller)
+      byCaller.labels(callers.has(caller) ? caller : OTHER_CALLER, outcome).inc()
+    },
     store: {
-      answered: (kind) => byOutcome[kind].inc(),
+      answered: (kind) => byOutcome.get(kind)?.inc(),
       rejectedFull: () => rejectedFull.inc(),
       batchStarted: (batch) => batchSize.observe(batch.creates.length)
     } satisfies StoreObserver
   }
 }
 
-// Observes one answered request: method, route pattern, status, seconds.
 function requestDuration (registers: Registry[]) {
   const duration = new Histogram({
     name: 'http_request_duration_seconds',
@@ -98,29 +90,13 @@ function requestDuration (registers: Registry[]) {
   }
 }
 
-function scrapedGauges (registry: Registry, sources: MetricSources): void {
-  gauge(registry, 'plant_store_write_queue_depth', 'Creates waiting for a database write now', () => sources.writer().queueDepth)
-  gauge(registry, 'plant_store_writes_in_flight', 'Database writes running now', () => sources.writer().inFlight)
-  const pool = sources.pool
+function scrapedGauges (registry: Registry, { writer, pool }: Parameters<typeof createMetrics>[0]): void {
+  gauge(registry, 'plant_store_write_queue_depth', 'Creates waiting for a database write now', () => writer().queueDepth)
+  gauge(registry, 'plant_store_writes_in_flight', 'Database writes running now', () => writer().inFlight)
   if (pool === undefined) return
   gauge(registry, 'plant_store_db_pool_connections', 'PostgreSQL connections open', () => pool().total)
   gauge(registry, 'plant_store_db_pool_idle_connections', 'PostgreSQL connections open and idle', () => pool().idle)
   gauge(registry, 'plant_store_db_pool_waiting_clients', 'Queries waiting for a PostgreSQL connection', () => pool().waiting)
-}
-
-// Callers are named by configuration and by the issuer's clients: the first
-// ones seen keep their own label, the rest share one, so the series stay few.
-const MAX_CALLER_LABELS = 100
-const OTHER_CALLER = 'other'
-
-function boundedLabel (max: number, other: string): (value: string) => string {
-  const seen = new Set<string>()
-  return (value) => {
-    if (seen.has(value)) return value
-    if (seen.size >= max || value === other) return other
-    seen.add(value)
-    return value
-  }
 }
 
 // A gauge read when scraped, so the create path does no work for it.

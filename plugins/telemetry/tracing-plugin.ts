@@ -10,29 +10,18 @@ import type { Config } from '../../src/config.js'
 import { bindTraceId } from '../logging/request-ids.js'
 import type { PlantRecord, StoreObserver } from '../../src/store/plant-store.js'
 
-export interface TracingOptions {
-  tracing: NonNullable<Config['tracing']>
-}
+export interface TracingOptions { tracing: NonNullable<Config['tracing']> }
 
 // Started inside the app, not through `node --import`: @fastify/otel patches
-// nothing, so it needs no require or import hooks. The exporter and the
-// provider read the other standard variables themselves (endpoint, headers,
-// OTEL_TRACES_SAMPLER, OTEL_BSP_*).
-function startProvider ({ protocol }: TracingOptions['tracing']): NodeTracerProvider {
-  const exporter = protocol === 'http/json' ? new JsonExporter() : new ProtobufExporter()
-  // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override the default name.
+// nothing, so it needs no import hooks. The exporter, the provider and the
+// resource read the standard variables (docs/operations.md, "Traces") themselves.
+async function tracingPlugin (fastify: FastifyInstance, opts: TracingOptions): Promise<void> {
+  const exporter = opts.tracing.protocol === 'http/json' ? new JsonExporter() : new ProtobufExporter()
   const resource = resourceFromAttributes({ 'service.name': 'plant-store' }).merge(detectResources({ detectors: [envDetector] }))
   const provider = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] })
   provider.register()
-  return provider
-}
-
-// One span per request from @fastify/otel (continuing an incoming
-// traceparent), and under it one per database write its create joined.
-// Hook and handler spans are off: a span per hook per request would tell an
-// on-call person nothing these two levels do not.
-async function tracingPlugin (fastify: FastifyInstance, opts: TracingOptions): Promise<void> {
-  const provider = startProvider(opts.tracing)
+  // Hook and handler spans are off: a span per hook per request would tell an
+  // on-call person nothing the request and write spans do not.
   const instrumentation = new FastifyOtelInstrumentation({
     instrumentHooks: false,
     instrumentHandler: false,
@@ -64,8 +53,7 @@ async function tracingPlugin (fastify: FastifyInstance, opts: TracingOptions): P
   fastify.addHook('onClose', async () => {
     instrumentation.disable()
     try {
-      // Exports the spans still buffered.
-      await provider.shutdown()
+      await provider.shutdown() // exports the spans still buffered
     } finally {
       // So an app built later in the same process (tests) can register its own.
       trace.disable()
@@ -75,28 +63,20 @@ async function tracingPlugin (fastify: FastifyInstance, opts: TracingOptions): P
   })
 }
 
-// A child span of each create's request span for the write its create
-// joined: from the moment the batch's statement starts until it is answered.
+// A child of each create's request span, from its batch's statement to its answer.
 function databaseSpans (tracer: Tracer, database: 'postgres' | 'pglite'): StoreObserver {
   const parents = new WeakMap<PlantRecord, Context>()
   const spans = new WeakMap<PlantRecord, Span>()
+  const write = { 'db.system.name': 'postgresql', 'db.operation.name': 'INSERT', 'plant_store.database': database }
   return {
     queued (plant) {
       parents.set(plant, context.active())
     },
     batchStarted (batch) {
+      const attributes = { ...write, 'plant_store.batch.id': batch.id, 'plant_store.batch.size': batch.creates.length }
       for (const { plant } of batch.creates) {
         const parent = parents.get(plant)
-        if (parent === undefined) continue
-        spans.set(plant, tracer.startSpan('plant_store.write', {
-          attributes: {
-            'db.system.name': 'postgresql',
-            'db.operation.name': 'INSERT',
-            'plant_store.database': database,
-            'plant_store.batch.id': batch.id,
-            'plant_store.batch.size': batch.creates.length
-          }
-        }, parent))
+        if (parent !== undefined) spans.set(plant, tracer.startSpan('plant_store.write', { attributes }, parent))
       }
     },
     batchFinished (batch, failure) {
