@@ -5,15 +5,12 @@ import { RETRY_AFTER_SECONDS, sendError } from '../plugins/error-answers.js'
 
 const Status = Type.Object({ status: Type.String() })
 
-// Engines and balancers probe every few seconds per replica: at info their
-// access lines would bury the requests that matter, so they log at debug
-// (plugins/logging/access-log.ts).
+// Probed every few seconds per replica: at info their access lines would bury
+// the requests that matter.
 const config = { accessLogLevel: 'debug' } as const
 
-// Public probes for orchestrators: live while the process runs, ready while
-// the schema is migrated and a write can commit now (a probe transaction
-// commits: a standby, a read-only or frozen database, a stalled synchronous
-// standby, a full disk are not ready), answered within a probe's second.
+// Public probes for orchestrators: live while the process runs, ready while a
+// write can commit now (docs/operations.md, Health).
 const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/health/live', {
     config,
