@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import { createPlantErrors, createPlantOk, type Answer, type AnswerHeader } from '../src/answers.js'
 import { EXAMPLE_PLANT } from '../src/schemas.js'
 
@@ -117,15 +117,6 @@ function withClientCredentials (doc: Document, oauth: DocsOptions['oauth']): Doc
   }
 }
 
-// The token URL's origin joins connect-src, so Swagger UI may ask it for a token.
-function securityHeaders (oauth: DocsOptions['oauth']) {
-  return async (_request: FastifyRequest, reply: FastifyReply): Promise<void> => {
-    reply.headers(DOCS_SECURITY_HEADERS)
-    const url = oauth?.tokenUrl()
-    if (url !== undefined) reply.header('content-security-policy', DOCS_CSP.replace("connect-src 'self'", `connect-src 'self' ${new URL(url).origin}`))
-  }
-}
-
 // The document's own parts; the paths come from the routes' schemas.
 const DOCUMENT: FastifyDynamicSwaggerOptions['openapi'] = {
   openapi: '3.1.0',
@@ -182,15 +173,18 @@ async function docsPlugin (fastify: FastifyInstance, opts: DocsOptions): Promise
     transformObject: (doc) => 'openapiObject' in doc ? describeAnswers(doc.openapiObject) : doc.swaggerObject,
     // Components take the schemas' $id (Plant, NewPlant, Error), and a
     // `$ref: 'Plant'` inside NewPlant becomes #/components/schemas/Plant.
-    refResolver: {
-      buildLocalReference: (json, _baseUri, _fragment, i) => typeof json.$id === 'string' ? json.$id : `def-${i}`
-    }
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => typeof json.$id === 'string' ? json.$id : `def-${i}` }
   })
 
   // Encapsulated, so the security headers cover the docs pages, Swagger
   // UI's static files and the document, and nothing else.
   await fastify.register(async (docs) => {
-    docs.addHook('onRequest', securityHeaders(opts.oauth))
+    docs.addHook('onRequest', async (_request, reply) => {
+      reply.headers(DOCS_SECURITY_HEADERS)
+      // The token URL's origin joins connect-src, so Swagger UI may ask it for a token.
+      const url = opts.oauth?.tokenUrl()
+      if (url !== undefined) reply.header('content-security-policy', DOCS_CSP.replace("connect-src 'self'", `connect-src 'self' ${new URL(url).origin}`))
+    })
     await docs.register(swaggerUi, {
       routePrefix: DOCS_PREFIX,
       // No badge that sends the document to validator.swagger.io.
@@ -198,10 +192,9 @@ async function docsPlugin (fastify: FastifyInstance, opts: DocsOptions): Promise
       theme: { title: 'Plant store API' },
       uiConfig: {
         plugins: SWAGGER_UI_PLUGINS,
-        // The standalone layout's top bar draws Swagger's logo as an SVG
-        // with an inline <style>, which the CSP blocks; the base layout
-        // has no top bar (its only other use, loading another document by
-        // URL, is not wanted here).
+        // The standalone layout's top bar draws Swagger's logo with an inline
+        // <style>, which the CSP blocks; its only other use, loading another
+        // document by URL, is not wanted here.
         layout: 'BaseLayout',
         persistAuthorization: false,
         tryItOutEnabled: false,

@@ -159,22 +159,20 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): { config: Con
   if (e.METRICS_PORT !== undefined && e.METRICS_PORT !== 0 && e.METRICS_PORT === e.PORT) {
     throw new ConfigError(`METRICS_PORT: must differ from PORT (${e.PORT}); metrics never share the API port`)
   }
-  const tracing = tracingConfig(e)
-  const auth = jwtAuthConfig(e)
   const config: Config = {
     port: e.PORT,
     host: e.HOST,
     database: databaseConfig(e),
     apiTokens,
     ...(tokenNames.size === 0 ? {} : { tokenNames }),
-    ...(auth === undefined ? {} : { auth }),
+    auth: jwtAuthConfig(e),
     bodyLimit: e.BODY_LIMIT,
     logLevel: e.LOG_LEVEL,
     dbTimeoutMs: e.DB_TIMEOUT_MS,
     production,
-    ...(e.METRICS_PORT === undefined ? {} : { metricsPort: e.METRICS_PORT }),
-    ...(e.RATE_LIMIT_PER_MINUTE === undefined ? {} : { rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE }),
-    ...(tracing === undefined ? {} : { tracing })
+    metricsPort: e.METRICS_PORT,
+    rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    tracing: tracingConfig(e)
   }
   return { config, generatedToken }
 }
