@@ -7,9 +7,7 @@ import type { AccessTokens, Verdict } from '../src/jwt-verification.js'
 
 export interface AuthOptions {
   tokens: string[]
-  // Static tokens' configured names, by token.
   names?: ReadonlyMap<string, string> | undefined
-  // JWT access tokens, when AUTH_ISSUER is set.
   accessTokens?: AccessTokens | undefined
 }
 

@@ -103,7 +103,7 @@ export interface DocsOptions {
 function withClientCredentials (doc: Document, oauth: DocsOptions['oauth']): Document {
   const tokenUrl = oauth?.tokenUrl()
   if (oauth === undefined || tokenUrl === undefined) return doc
-  const { scope } = oauth
+  const scope = oauth.scope
   const oauth2 = {
     type: 'oauth2',
     description: 'An access token of the issuer for a client with the scope ' + scope + ' (OAuth 2.0 client credentials): ' +

@@ -12,10 +12,7 @@ const config = { accessLogLevel: 'debug' } as const
 // Public probes for orchestrators: live while the process runs, ready while a
 // write can commit now (docs/operations.md, Health).
 const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
-  fastify.get('/health/live', {
-    config,
-    schema: { hide: true, response: { 200: Status } }
-  }, async () => ({ status: 'ok' }))
+  fastify.get('/health/live', { config, schema: { hide: true, response: { 200: Status } } }, async () => ({ status: 'ok' }))
 
   // Not ready is an expected state (start-up, migrations, an outage another
   // log line reports), answered directly rather than thrown: no error log,
