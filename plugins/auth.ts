@@ -7,9 +7,7 @@ import type { AccessTokens, Verdict } from '../src/jwt-verification.js'
 
 export interface AuthOptions {
   tokens: string[]
-  // Static tokens' configured names, by token.
   names?: ReadonlyMap<string, string> | undefined
-  // JWT access tokens, when AUTH_ISSUER is set.
   accessTokens?: AccessTokens | undefined
 }
 
@@ -38,12 +36,9 @@ export function staticCallerCount (tokens: string[], names?: ReadonlyMap<string,
   return new Set(tokens.map((token) => staticCallerName(token, names))).size
 }
 
-// The token is exactly the bytes after the scheme, whose name is
-// case-insensitive, and its run of SP and HTAB (RFC 7235). JavaScript's
-// trim() would also drop U+00A0 and other Unicode spaces, so a valid token
-// with one of them added would pass. SP and HTAB around the header value
-// are not part of it (RFC 9110 5.5; Node's parser already drops them,
-// app.inject does not).
+// The token is exactly the bytes after the scheme (case-insensitive) and its
+// run of SP and HTAB (RFC 7235), less SP and HTAB at the end (RFC 9110 5.5;
+// app.inject keeps them). Not trim(): with U+00A0 added, a token would pass.
 const bearerScheme = /^[ \t]*bearer[ \t]+/i
 const CANONICAL = 'Bearer '
 
@@ -77,12 +72,11 @@ function unauthorized (request: FastifyRequest, reply: FastifyReply, token: stri
 
 // The answer to a JWT's verdict: the caller noted, or the error to answer.
 function judged (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, scope: string): HttpError | undefined {
+  if ('caller' in verdict) noteCaller(request, verdict.caller)
   switch (verdict.kind) {
     case 'accepted':
-      noteCaller(request, verdict.caller)
       return undefined
     case 'insufficient-scope':
-      noteCaller(request, verdict.caller)
       reply.header('www-authenticate', `${REALM}, error="insufficient_scope", scope="${scope}"`)
       return new HttpError(403, `The access token lacks the scope ${scope}`)
     case 'refused': {

@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import { createPlantErrors, createPlantOk, type Answer, type AnswerHeader } from '../src/answers.js'
 import { EXAMPLE_PLANT } from '../src/schemas.js'
 
@@ -11,17 +11,8 @@ const DOCS_PREFIX = '/docs'
 // its pages run under a CSP that allows only this origin and no inline
 // code; "Try it out" calls the API on the same origin (connect-src 'self').
 // test/browser/docs.browser.ts shows the UI works under it.
-const DOCS_CSP = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data:",
-  "font-src 'self' data:",
-  "connect-src 'self'",
-  "base-uri 'none'",
-  "form-action 'none'",
-  "frame-ancestors 'none'"
-].join('; ')
+const DOCS_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self' data:; " +
+  "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 export const DOCS_SECURITY_HEADERS: Record<string, string> = {
   'content-security-policy': DOCS_CSP,
@@ -32,11 +23,10 @@ export const DOCS_SECURITY_HEADERS: Record<string, string> = {
   'cross-origin-resource-policy': 'same-origin'
 }
 
-interface Response { content?: Record<string, { example?: unknown }>, headers?: Record<string, unknown> }
+type Content = Record<string, { example?: unknown }>
 interface Operation {
-  operationId?: string
-  requestBody?: { content?: Record<string, { example?: unknown }> }
-  responses?: Record<string, Response>
+  requestBody?: { content?: Content }
+  responses?: Record<string, { content?: Content, headers?: Record<string, unknown> }>
 }
 interface Document {
   paths?: Record<string, Record<string, Operation>>
@@ -45,57 +35,39 @@ interface Document {
 }
 
 // The response headers callers can rely on, documented once under
-// components.headers (DOCUMENT) and referenced by each answer that carries
-// them.
+// components.headers and referenced by each answer that carries them.
 const HEADERS: Record<AnswerHeader | 'X-Request-Id', { description: string, schema: Record<string, unknown> }> = {
   'X-Request-Id': {
     description: 'On every answer: the id of this request in the service log. It is yours when you sent an ' +
       'X-Request-Id of 1-128 characters of A-Z a-z 0-9 . _ : - (else a generated UUID). Quote it when reporting a problem.',
     schema: { type: 'string' }
   },
-  'Retry-After': {
-    description: 'Seconds to wait before sending the same request again.',
-    schema: { type: 'integer', minimum: 0 }
-  },
+  'Retry-After': { description: 'Seconds to wait before sending the same request again.', schema: { type: 'integer', minimum: 0 } },
   'WWW-Authenticate': {
     description: 'The bearer challenge: `Bearer realm="plant-store"`, plus `error="invalid_token"` when a token was sent but is not accepted.',
     schema: { type: 'string' }
   },
-  Allow: {
-    description: 'The methods the path accepts.',
-    schema: { type: 'string' }
-  }
+  Allow: { description: 'The methods the path accepts.', schema: { type: 'string' } }
 }
-
-// The answers table of each documented operation (see src/answers.ts), and
-// its request body's example (NewPlant's own).
-const ANSWERS: Record<string, { request: unknown, ok: { example: unknown }, errors: Record<string, Answer> }> = {
-  createPlant: { request: EXAMPLE_PLANT, ok: createPlantOk, errors: createPlantErrors }
-}
-
-const headerRef = (name: string) => ({ $ref: `#/components/headers/${name}` })
 
 // What a route's schema cannot say, because @fastify/swagger writes a
 // response's `headers` inline (no $ref to components.headers) and drops
 // `examples` beside a $ref: every response's headers (X-Request-Id always,
 // plus the answer's own), an example body per status (for an error, the
-// Error whose `error` is that status), and the request body's example, for
-// clients that read only the media type (Swagger UI's "Try it out",
-// generators).
+// Error whose `error` is that status; src/answers.ts), and the request body's
+// example, for clients that read only the media type (Swagger UI's "Try it
+// out", generators).
 function describeAnswers<T> (openapiObject: T): T {
-  for (const operations of Object.values((openapiObject as Document).paths ?? {})) {
-    for (const operation of Object.values(operations)) {
-      const answers = ANSWERS[operation.operationId ?? '']
-      const body = operation.requestBody?.content?.['application/json']
-      if (body !== undefined && answers !== undefined) body.example = answers.request
-      for (const [status, response] of Object.entries(operation.responses ?? {})) {
-        const answer = answers?.errors[status]
-        response.headers = Object.fromEntries(['X-Request-Id', ...(answer?.headers ?? [])].map((h) => [h, headerRef(h)]))
-        const example = status === '200' ? answers?.ok.example : answer && { error: Number(status), message: answer.message }
-        const media = response.content?.['application/json']
-        if (media !== undefined && example !== undefined) media.example = example
-      }
-    }
+  const createPlant = (openapiObject as Document).paths?.['/plants']?.post
+  const body = createPlant?.requestBody?.content?.['application/json']
+  if (body !== undefined) body.example = EXAMPLE_PLANT
+  for (const [status, response] of Object.entries(createPlant?.responses ?? {})) {
+    const answer = (createPlantErrors as Record<string, Answer | undefined>)[status]
+    const headers = ['X-Request-Id', ...(answer?.headers ?? [])]
+    response.headers = Object.fromEntries(headers.map((h) => [h, { $ref: `#/components/headers/${h}` }]))
+    const media = response.content?.['application/json']
+    const example = answer === undefined ? createPlantOk.example : { error: Number(status), message: answer.message }
+    if (media !== undefined) media.example = example
   }
   return openapiObject
 }
@@ -131,7 +103,7 @@ export interface DocsOptions {
 function withClientCredentials (doc: Document, oauth: DocsOptions['oauth']): Document {
   const tokenUrl = oauth?.tokenUrl()
   if (oauth === undefined || tokenUrl === undefined) return doc
-  const { scope } = oauth
+  const scope = oauth.scope
   const oauth2 = {
     type: 'oauth2',
     description: 'An access token of the issuer for a client with the scope ' + scope + ' (OAuth 2.0 client credentials): ' +
@@ -142,15 +114,6 @@ function withClientCredentials (doc: Document, oauth: DocsOptions['oauth']): Doc
     ...doc,
     components: { ...doc.components, securitySchemes: { ...doc.components?.securitySchemes, oauth2 } },
     security: [...(doc.security ?? []), { oauth2: [scope] }]
-  }
-}
-
-// The token URL's origin joins connect-src, so Swagger UI may ask it for a token.
-function securityHeaders (oauth: DocsOptions['oauth']) {
-  return async (_request: FastifyRequest, reply: FastifyReply): Promise<void> => {
-    reply.headers(DOCS_SECURITY_HEADERS)
-    const url = oauth?.tokenUrl()
-    if (url !== undefined) reply.header('content-security-policy', DOCS_CSP.replace("connect-src 'self'", `connect-src 'self' ${new URL(url).origin}`))
   }
 }
 
@@ -195,9 +158,8 @@ const DOCUMENT: FastifyDynamicSwaggerOptions['openapi'] = {
     schemas: {},
     headers: HEADERS
   },
-  // The specification applies bearer auth to the whole API. Documented
-  // routes are exactly the authenticated ones; the public endpoints
-  // (docs, health) are hidden from the document.
+  // The specification applies bearer auth to the whole API: documented routes are
+  // exactly the authenticated ones; the public ones (docs, health) are hidden.
   security: [{ bearerAuth: [] }]
 }
 
@@ -211,15 +173,18 @@ async function docsPlugin (fastify: FastifyInstance, opts: DocsOptions): Promise
     transformObject: (doc) => 'openapiObject' in doc ? describeAnswers(doc.openapiObject) : doc.swaggerObject,
     // Components take the schemas' $id (Plant, NewPlant, Error), and a
     // `$ref: 'Plant'` inside NewPlant becomes #/components/schemas/Plant.
-    refResolver: {
-      buildLocalReference: (json, _baseUri, _fragment, i) => typeof json.$id === 'string' ? json.$id : `def-${i}`
-    }
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => typeof json.$id === 'string' ? json.$id : `def-${i}` }
   })
 
   // Encapsulated, so the security headers cover the docs pages, Swagger
   // UI's static files and the document, and nothing else.
   await fastify.register(async (docs) => {
-    docs.addHook('onRequest', securityHeaders(opts.oauth))
+    docs.addHook('onRequest', async (_request, reply) => {
+      reply.headers(DOCS_SECURITY_HEADERS)
+      // The token URL's origin joins connect-src, so Swagger UI may ask it for a token.
+      const url = opts.oauth?.tokenUrl()
+      if (url !== undefined) reply.header('content-security-policy', DOCS_CSP.replace("connect-src 'self'", `connect-src 'self' ${new URL(url).origin}`))
+    })
     await docs.register(swaggerUi, {
       routePrefix: DOCS_PREFIX,
       // No badge that sends the document to validator.swagger.io.
@@ -227,10 +192,9 @@ async function docsPlugin (fastify: FastifyInstance, opts: DocsOptions): Promise
       theme: { title: 'Plant store API' },
       uiConfig: {
         plugins: SWAGGER_UI_PLUGINS,
-        // The standalone layout's top bar draws Swagger's logo as an SVG
-        // with an inline <style>, which the CSP blocks; the base layout
-        // has no top bar (its only other use, loading another document by
-        // URL, is not wanted here).
+        // The standalone layout's top bar draws Swagger's logo with an inline
+        // <style>, which the CSP blocks; its only other use, loading another
+        // document by URL, is not wanted here.
         layout: 'BaseLayout',
         persistAuthorization: false,
         tryItOutEnabled: false,

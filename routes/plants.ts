@@ -5,7 +5,6 @@ import { createPlantErrors, createPlantOk } from '../src/answers.js'
 import { HttpError } from '../plugins/error-answers.js'
 import { requireJson } from '../plugins/json-body/index.js'
 import { unstorableField } from '../plugins/json-body/validation.js'
-import type { PlantRecord } from '../src/store/plant-store.js'
 import { noteOutcome } from '../plugins/logging/access-log.js'
 
 // One Error response per status of the answers table, described by when it
@@ -28,11 +27,6 @@ const createPlantSchema = {
   }
 }
 
-// The Plant reply: exactly name and tag as stored, never the id.
-function toPlant (record: PlantRecord): Plant {
-  return record.tag === undefined ? { name: record.name } : { name: record.name, tag: record.tag }
-}
-
 // POST /plants; what runs before it: docs/architecture.md, "A request's path".
 // The media type is checked in the route's own onRequest: after auth (the
 // context's hooks run first) and before a byte of the body is read.
@@ -43,17 +37,15 @@ const plantsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async function createPlant (request) {
     const { id, name, tag } = request.body
     const bad = unstorableField(request.body)
-    if (bad !== undefined) {
-      throw new HttpError(400, `body/${bad} must not contain U+0000 or an unpaired UTF-16 surrogate`)
-    }
+    if (bad !== undefined) throw new HttpError(400, `body/${bad} must not contain U+0000 or an unpaired UTF-16 surrogate`)
     // A store that cannot answer throws: 503, or 504 for an unconfirmed write.
     const outcome = await fastify.plants.create(tag === undefined ? { id: BigInt(id), name } : { id: BigInt(id), name, tag })
     // The access line never holds the plant's id or data, only this.
     noteOutcome(request, outcome.kind)
-    if (outcome.kind === 'conflict') {
-      throw new HttpError(409, `A different plant is already stored with id ${id}`)
-    }
-    return toPlant(outcome.plant)
+    if (outcome.kind === 'conflict') throw new HttpError(409, `A different plant is already stored with id ${id}`)
+    // The Plant reply: exactly name and tag as stored, never the id.
+    const plant = outcome.plant
+    return plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag }
   })
 }
 

@@ -1,8 +1,6 @@
-// What each answer of POST /plants means to a caller: when it comes, whether
-// sending the same request again is safe, the headers it carries besides
-// X-Request-Id (which every answer has), and an example body. The route's
-// response schemas and the OpenAPI document (plugins/docs.ts) both read this
-// table, so documenting one more status is one more line here.
+// What each answer of POST /plants means to a caller: when it comes, whether a
+// retry is safe, its headers besides X-Request-Id, an example body. The route's
+// response schemas and the OpenAPI document (plugins/docs.ts) both read it.
 
 export type AnswerHeader = 'Retry-After' | 'WWW-Authenticate' | 'Allow'
 

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
 import { Type, type Static } from '@sinclair/typebox'
 import envSchema from 'env-schema'
-import type { ErrorObject } from 'ajv'
+import type { Ajv, ErrorObject } from 'ajv'
 import { makeWritableDirectory } from './directory.js'
 
 // A string that is one of a few words, as an enum so that a wrong one is
@@ -11,16 +11,22 @@ function OneOf<const T extends readonly string[]> (words: T, options: { default?
   return Type.Unsafe<T[number]>({ type: 'string', enum: [...words], ...options })
 }
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
-
-// The OTLP encodings the service can export spans in (both over HTTP).
 const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const
+
+// What a pattern cannot check, as Ajv formats; a value that fails one is
+// answered with its message.
+const FORMATS: Record<string, { test: (value: string) => boolean, message: string }> = {
+  // The issuer's URLs: keys and discovery over plain HTTP could be forged on the way.
+  'secure-url': { test: isSecureUrl, message: 'must be an https URL (plain http only on loopback)' },
+  'postgres-url': { test: isPostgresUrl, message: 'must be a URL with a host, postgres://user@host:port/database' }
+}
 
 // The environment as it arrives: every variable a string, converted and
 // checked by env-schema (Ajv with coercion and defaults) before use.
 export const Env = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
   HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
-  DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://[^\\s]+$' })),
+  DATABASE_URL: Type.Optional(Type.String({ format: 'postgres-url' })),
   DATABASE_PASSWORD_FILE: Type.Optional(Type.String({ minLength: 1 })),
   PGLITE_DATA_DIR: Type.String({ minLength: 1, default: './.data/pglite' }),
   API_TOKENS: Type.Optional(Type.String()),
@@ -31,10 +37,10 @@ export const Env = Type.Object({
   METRICS_PORT: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
   RATE_LIMIT_PER_MINUTE: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000000000 })),
   // JWT access tokens (plugins/auth.ts, src/jwt-verification.ts).
-  AUTH_ISSUER: Type.Optional(Type.String({ minLength: 1 })),
+  AUTH_ISSUER: Type.Optional(Type.String({ format: 'secure-url' })),
   AUTH_AUDIENCE: Type.Optional(Type.String({ minLength: 1 })),
-  AUTH_JWKS_URL: Type.Optional(Type.String({ minLength: 1 })),
-  AUTH_TOKEN_URL: Type.Optional(Type.String({ minLength: 1 })),
+  AUTH_JWKS_URL: Type.Optional(Type.String({ format: 'secure-url' })),
+  AUTH_TOKEN_URL: Type.Optional(Type.String({ format: 'secure-url' })),
   AUTH_REQUIRED_SCOPE: Type.String({ pattern: '^[\\x21\\x23-\\x5b\\x5d-\\x7e]+$', default: 'plants:write' }),
   AUTH_CLOCK_SKEW_S: Type.Integer({ minimum: 0, maximum: 600, default: 30 }),
   AUTH_MAX_CLIENTS: Type.Integer({ minimum: 1, maximum: 1000000, default: 1000 }),
@@ -48,6 +54,9 @@ export const Env = Type.Object({
   OTEL_SDK_DISABLED: Type.Optional(Type.String()),
   OTEL_TRACES_EXPORTER: Type.Optional(Type.String()),
   NODE_ENV: Type.Optional(Type.String())
+}, {
+  // JWT access tokens need both the issuer and the audience.
+  dependencies: { AUTH_ISSUER: ['AUTH_AUDIENCE'], AUTH_AUDIENCE: ['AUTH_ISSUER'] }
 })
 export type Env = Static<typeof Env>
 
@@ -64,8 +73,7 @@ export interface Config {
   auth?: JwtAuthConfig
   bodyLimit: number
   logLevel: Env['LOG_LEVEL']
-  // Bounds every database wait (connect, query, pool checkout): past it the
-  // client gets a 503 instead of hanging.
+  // Bounds every database wait (connect, query, pool checkout): past it, a 503.
   dbTimeoutMs: number
   production: boolean
   // Prometheus metrics on a listener of their own (plugins/telemetry/metrics-plugin.ts).
@@ -107,36 +115,39 @@ export function readEnv (env: NodeJS.ProcessEnv = process.env): Env {
     }
     raw[key] = value
   }
-  let e: Env
+  const formats = (ajv: Ajv): Ajv => Object.entries(FORMATS).reduce((a, [name, { test }]) => a.addFormat(name, test), ajv)
   try {
     // A copy: env-schema writes additionalProperties into the schema it is given.
-    e = envSchema<Env>({ schema: structuredClone(Env), data: raw, env: false })
+    return envSchema<Env>({ schema: structuredClone(Env), data: raw, env: false, ajv: { customOptions: formats } })
   } catch (err) {
     const first = (err as { errors?: ErrorObject[] }).errors?.[0]
     if (first === undefined) throw err
-    const name = first.instancePath.replace(/^\//, '')
-    const allowed = first.keyword === 'enum' ? `: ${(first.params as { allowedValues: string[] }).allowedValues.join(', ')}` : ''
-    throw new ConfigError(`${name}: ${first.message ?? 'not valid'}${allowed} (got ${JSON.stringify(raw[name] ?? null)})`)
+    throw new ConfigError(errorLine(first, raw))
   }
-  if (e.DATABASE_URL !== undefined) checkDatabaseUrl(e.DATABASE_URL)
-  return e
+}
+
+function errorLine (error: ErrorObject, raw: Record<string, string>): string {
+  const p = error.params as { allowedValues?: string[], format?: string, missingProperty?: string, property?: string }
+  if (error.keyword === 'dependencies') return `${p.missingProperty}: required with ${p.property}`
+  const name = error.instancePath.slice(1)
+  const rule = error.keyword === 'format' ? FORMATS[p.format ?? '']?.message : error.message
+  const allowed = p.allowedValues === undefined ? '' : `: ${p.allowedValues.join(', ')}`
+  return `${name}: ${rule ?? 'not valid'}${allowed} (got ${JSON.stringify(raw[name] ?? null)})`
 }
 
 export function databaseConfig (e: Env): Config['database'] {
   if (e.DATABASE_URL === undefined) return { kind: 'pglite', dataDir: e.PGLITE_DATA_DIR }
-  const url = e.DATABASE_PASSWORD_FILE === undefined
-    ? e.DATABASE_URL
-    : withPassword(e.DATABASE_URL, readPasswordFile(e.DATABASE_PASSWORD_FILE))
+  const url = e.DATABASE_PASSWORD_FILE === undefined ? e.DATABASE_URL : withPasswordFile(e.DATABASE_URL, e.DATABASE_PASSWORD_FILE)
   return { kind: 'postgres', url }
 }
 
-// generatedToken is set when no token was configured outside production:
-// the server prints it once.
+// generatedToken: none configured outside production; the server prints it once.
 export function loadConfig (env: NodeJS.ProcessEnv = process.env): { config: Config, generatedToken: string | undefined } {
   const e = readEnv(env)
   const production = e.NODE_ENV === 'production'
   const fileTokens = readTokenFile(e.API_TOKENS_FILE)
-  const apiTokens = [...splitTokens(e.API_TOKENS ?? ''), ...fileTokens.map(({ token }) => token)]
+  const envTokens = (e.API_TOKENS ?? '').split(/[,\n]/).map((t) => t.trim()).filter((t) => t.length > 0)
+  const apiTokens = [...envTokens, ...fileTokens.map(({ token }) => token)]
   const tokenNames = new Map(fileTokens.flatMap(({ name, token }) => name === undefined ? [] : [[token, name] as const]))
   let generatedToken: string | undefined
   if (apiTokens.length === 0) {
@@ -148,22 +159,20 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): { config: Con
   if (e.METRICS_PORT !== undefined && e.METRICS_PORT !== 0 && e.METRICS_PORT === e.PORT) {
     throw new ConfigError(`METRICS_PORT: must differ from PORT (${e.PORT}); metrics never share the API port`)
   }
-  const tracing = tracingConfig(e)
-  const auth = jwtAuthConfig(e)
   const config: Config = {
     port: e.PORT,
     host: e.HOST,
     database: databaseConfig(e),
     apiTokens,
     ...(tokenNames.size === 0 ? {} : { tokenNames }),
-    ...(auth === undefined ? {} : { auth }),
+    auth: jwtAuthConfig(e),
     bodyLimit: e.BODY_LIMIT,
     logLevel: e.LOG_LEVEL,
     dbTimeoutMs: e.DB_TIMEOUT_MS,
     production,
-    ...(e.METRICS_PORT === undefined ? {} : { metricsPort: e.METRICS_PORT }),
-    ...(e.RATE_LIMIT_PER_MINUTE === undefined ? {} : { rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE }),
-    ...(tracing === undefined ? {} : { tracing })
+    metricsPort: e.METRICS_PORT,
+    rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    tracing: tracingConfig(e)
   }
   return { config, generatedToken }
 }
@@ -180,9 +189,8 @@ function tracingConfig (e: Env): Config['tracing'] {
   return { protocol: e.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? e.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf' }
 }
 
-// The embedded database's directory, made (or checked) before PGlite opens
-// it, so that a path the service cannot use stops start-up with a line
-// naming the variable. Kept out of loadConfig, which creates nothing.
+// Made (or checked) before PGlite opens it, so that a path the service cannot use
+// stops start-up with a line naming the variable; loadConfig creates nothing.
 export function preparePgliteDataDir (database: Config['database']): void {
   if (database.kind !== 'pglite' || database.dataDir.startsWith('memory://')) return
   try {
@@ -193,27 +201,14 @@ export function preparePgliteDataDir (database: Config['database']): void {
   }
 }
 
-function splitTokens (text: string): string[] {
-  return text.split(/[,\n]/).map((t) => t.trim()).filter((t) => t.length > 0)
-}
-
-// JWT access tokens need both the issuer and the audience; the issuer's
-// URLs are https (keys and discovery over plain HTTP could be forged on the
-// way), loopback excepted for development and tests.
+// Env's dependencies make AUTH_AUDIENCE come with AUTH_ISSUER.
 function jwtAuthConfig (e: Env): JwtAuthConfig | undefined {
-  if (e.AUTH_ISSUER === undefined) {
-    if (e.AUTH_AUDIENCE !== undefined) throw new ConfigError('AUTH_ISSUER: required with AUTH_AUDIENCE (the issuer whose tokens to accept)')
-    return undefined
-  }
-  if (e.AUTH_AUDIENCE === undefined) throw new ConfigError('AUTH_AUDIENCE: required with AUTH_ISSUER (the audience this service\'s tokens name)')
-  checkIssuerUrl('AUTH_ISSUER', e.AUTH_ISSUER)
-  if (e.AUTH_JWKS_URL !== undefined) checkIssuerUrl('AUTH_JWKS_URL', e.AUTH_JWKS_URL)
-  if (e.AUTH_TOKEN_URL !== undefined) checkIssuerUrl('AUTH_TOKEN_URL', e.AUTH_TOKEN_URL)
+  if (e.AUTH_ISSUER === undefined) return undefined
   return {
     issuer: e.AUTH_ISSUER,
-    audience: e.AUTH_AUDIENCE,
-    ...(e.AUTH_JWKS_URL === undefined ? {} : { jwksUrl: e.AUTH_JWKS_URL }),
-    ...(e.AUTH_TOKEN_URL === undefined ? {} : { tokenUrl: e.AUTH_TOKEN_URL }),
+    audience: e.AUTH_AUDIENCE as string,
+    jwksUrl: e.AUTH_JWKS_URL,
+    tokenUrl: e.AUTH_TOKEN_URL,
     requiredScope: e.AUTH_REQUIRED_SCOPE,
     clockSkewS: e.AUTH_CLOCK_SKEW_S,
     maxClients: e.AUTH_MAX_CLIENTS
@@ -222,22 +217,16 @@ function jwtAuthConfig (e: Env): JwtAuthConfig | undefined {
 
 // https, or plain http to this machine (development, tests).
 export function isSecureUrl (value: string): boolean {
-  let url: URL
-  try {
-    url = new URL(value)
-  } catch {
-    return false
-  }
-  if (url.protocol === 'https:') return true
-  const host = url.hostname
-  return url.protocol === 'http:' && (host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host))
+  const url = URL.parse(value)
+  if (url?.protocol === 'https:') return true
+  return url?.protocol === 'http:' && /^(localhost|\[::1\]|127\.\d+\.\d+\.\d+)$/.test(url.hostname)
 }
 
-function checkIssuerUrl (name: string, value: string): void {
-  if (!isSecureUrl(value)) throw new ConfigError(`${name}: must be an https URL (plain http only on loopback; got ${JSON.stringify(value)})`)
+// A host by name, or by `?host=` (a Unix socket's directory, as pg reads it).
+function isPostgresUrl (value: string): boolean {
+  const url = URL.parse(value)
+  return url !== null && /^postgres(ql)?:$/.test(url.protocol) && !/\s/.test(value) && (url.hostname !== '' || url.searchParams.has('host'))
 }
-
-interface FileToken { name?: string, token: string }
 
 function readSecretFile (variable: string, path: string): string {
   try {
@@ -247,14 +236,12 @@ function readSecretFile (variable: string, path: string): string {
   }
 }
 
-function readTokenFile (path: string | undefined): FileToken[] {
+// A bearer token never starts with '#' (RFC 6750 b64token), so such lines can
+// explain the file; nor holds a space, so a line may name its caller first,
+// `NAME TOKEN` (the name logs, metrics and the rate limit show).
+function readTokenFile (path: string | undefined): Array<{ name?: string, token: string }> {
   if (path === undefined) return []
-  const text = readSecretFile('API_TOKENS_FILE', path)
-  // A bearer token never starts with '#' (RFC 6750 b64token), so such lines
-  // can explain the file, as the committed example does.
-  // A line may name its caller first, `NAME TOKEN`: a token never holds a
-  // space, and the name is what logs, metrics and the rate limit show.
-  const lines = text.split(/\r?\n/).map((t) => t.trim()).filter((t) => t.length > 0 && !t.startsWith('#'))
+  const lines = readSecretFile('API_TOKENS_FILE', path).split(/\r?\n/).map((t) => t.trim()).filter((t) => t !== '' && !t.startsWith('#'))
   if (lines.length === 0) throw new ConfigError(`API_TOKENS_FILE: ${path} holds no token`)
   return lines.map((line) => {
     const words = line.split(/[ \t]+/)
@@ -264,28 +251,12 @@ function readTokenFile (path: string | undefined): FileToken[] {
   })
 }
 
-function checkDatabaseUrl (url: string): void {
-  let parsed: URL
-  try {
-    parsed = new URL(url)
-  } catch {
-    throw new ConfigError('DATABASE_URL: not a valid URL (expected postgres://user@host:port/database)')
-  }
-  if (parsed.hostname === '' && !parsed.searchParams.has('host')) {
-    throw new ConfigError('DATABASE_URL: no host (expected postgres://user@host:port/database)')
-  }
-}
-
 // The database password as a Docker secret: the whole file less trailing
 // line breaks, as the postgres image reads POSTGRES_PASSWORD_FILE, so one
 // secret file serves both containers and no password sits in the compose file.
-function readPasswordFile (path: string): string {
+function withPasswordFile (databaseUrl: string, path: string): string {
   const password = readSecretFile('DATABASE_PASSWORD_FILE', path).replace(/(\r?\n)+$/, '')
   if (password.length === 0) throw new ConfigError(`DATABASE_PASSWORD_FILE: ${path} holds no password`)
-  return password
-}
-
-function withPassword (databaseUrl: string, password: string): string {
   const url = new URL(databaseUrl)
   if (url.password !== '') throw new ConfigError('DATABASE_PASSWORD_FILE: DATABASE_URL already holds a password; give it in one place')
   if (url.username === '') throw new ConfigError('DATABASE_PASSWORD_FILE: DATABASE_URL names no user for the password')

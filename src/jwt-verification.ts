@@ -44,16 +44,14 @@ export class IssuerKeys {
   #lastError: string | undefined
   #inFlight: Promise<void> | undefined
   #jwksUrl: string | undefined
-  #tokenEndpoint: string | undefined
+  // From discovery, once it has been read.
+  tokenEndpoint: string | undefined
 
   constructor (config: JwtAuthConfig) {
     this.#config = config
     this.#cooldownMs = config.jwksCooldownMs ?? COOLDOWN_MS
     this.#jwksUrl = config.jwksUrl
   }
-
-  // From discovery, once it has been read.
-  get tokenEndpoint (): string | undefined { return this.#tokenEndpoint }
 
   // Seconds until another fetch may be tried.
   retryAfterSeconds (): number {
@@ -100,7 +98,7 @@ export class IssuerKeys {
       const metadata = await fetchJson(`${this.#config.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, signal)
       if (metadata.issuer !== this.#config.issuer) throw new Error(`discovery names issuer ${JSON.stringify(metadata.issuer)}`)
       if (typeof metadata.jwks_uri !== 'string' || !isSecureUrl(metadata.jwks_uri)) throw new Error('discovery gives no https jwks_uri')
-      if (typeof metadata.token_endpoint === 'string') this.#tokenEndpoint = metadata.token_endpoint
+      if (typeof metadata.token_endpoint === 'string') this.tokenEndpoint = metadata.token_endpoint
       this.#jwksUrl = metadata.jwks_uri
     }
     return createLocalJWKSet(await fetchJson(this.#jwksUrl, signal) as unknown as JSONWebKeySet)
@@ -115,13 +113,11 @@ async function fetchJson (url: string, signal: AbortSignal): Promise<Record<stri
   return body as Record<string, unknown>
 }
 
-type Remembered = Extract<Verdict, { caller: string }> & { expiresAt: number }
-
 export class AccessTokens {
   readonly keys: IssuerKeys
   readonly #config: JwtAuthConfig
   // Verified tokens by SHA-256 digest, oldest first.
-  readonly #remembered = new Map<string, Remembered>()
+  readonly #remembered = new Map<string, Extract<Verdict, { caller: string }> & { expiresAt: number }>()
 
   constructor (config: JwtAuthConfig) {
     this.#config = config
@@ -166,19 +162,16 @@ export class AccessTokens {
     let payload: JWTPayload
     try {
       ({ payload } = await jwtVerify(token, this.keys.getKey, {
-        issuer,
-        audience,
-        algorithms: ALGORITHMS,
-        typ: 'at+jwt',
-        clockTolerance: clockSkewS,
-        requiredClaims: ['exp', 'iat', 'sub', 'client_id']
+        issuer, audience, algorithms: ALGORITHMS, typ: 'at+jwt', clockTolerance: clockSkewS, requiredClaims: ['exp', 'iat', 'sub', 'client_id']
       }))
     } catch (err) {
       if (err instanceof IssuerUnavailable) return { kind: 'unavailable', retryAfterSeconds: this.keys.retryAfterSeconds(), reason: err.message }
       return { kind: 'refused', expired: err instanceof errors.JWTExpired, reason: (err as Error).message }
     }
     const verdict = this.#judge(payload)
-    if (verdict.kind === 'accepted' || verdict.kind === 'insufficient-scope') this.#remember(digest, verdict, payload.exp as number)
+    if (verdict.kind !== 'accepted' && verdict.kind !== 'insufficient-scope') return verdict
+    if (this.#remembered.size >= REMEMBERED_TOKENS) this.#remembered.delete(this.#remembered.keys().next().value as string)
+    this.#remembered.set(digest, { ...verdict, expiresAt: ((payload.exp as number) + clockSkewS) * 1000 })
     return verdict
   }
 
@@ -192,13 +185,5 @@ export class AccessTokens {
     if (typeof clientId !== 'string' || clientId === '') return { kind: 'refused', expired: false, reason: 'client_id is not a string' }
     const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ') : []
     return { kind: scopes.includes(requiredScope) ? 'accepted' : 'insufficient-scope', caller: clientId }
-  }
-
-  #remember (digest: string, verdict: Extract<Verdict, { caller: string }>, exp: number): void {
-    if (this.#remembered.size >= REMEMBERED_TOKENS) {
-      const oldest = this.#remembered.keys().next().value
-      if (oldest !== undefined) this.#remembered.delete(oldest)
-    }
-    this.#remembered.set(digest, { ...verdict, expiresAt: (exp + this.#config.clockSkewS) * 1000 })
   }
 }

@@ -1,8 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 
-// The published contract as a file: 2-space JSON with a trailing newline.
-// Key order is the generator's, which depends only on the code, so the
-// same code always writes the same bytes.
+// The published contract as a file: 2-space JSON with a trailing newline, keys
+// in the generator's order, so the same code always writes the same bytes.
 export function formatOpenapi (document: unknown): string {
   return `${JSON.stringify(document, null, 2)}\n`
 }

@@ -24,19 +24,14 @@ try {
 }
 const { config, generatedToken } = loaded
 
+const onFatal = (err: unknown): void => {
+  app.log.fatal({ err }, 'migrations failed; stopping')
+  flushLog(logs).finally(() => process.exit(1)).catch(() => {})
+}
 const app = await buildApp({
   config,
   logger: loggerOptions(config, logs),
-  ...(config.database.kind === 'postgres'
-    ? {
-        background: {
-          onFatal: (err: unknown) => {
-            app.log.fatal({ err }, 'migrations failed; stopping')
-            flushLog(logs).finally(() => process.exit(1)).catch(() => {})
-          }
-        }
-      }
-    : {})
+  ...(config.database.kind === 'postgres' ? { background: { onFatal } } : {})
 }).catch(async (err: unknown) => {
   await flushLog(logs)
   // A ConfigError here is the embedded database's directory in use.
