@@ -92,11 +92,9 @@ function judged (request: FastifyRequest, reply: FastifyReply, verdict: Verdict,
   }
 }
 
-// Guards the routes of its encapsulation context (docs and health live
-// outside it). Not @fastify/bearer-auth, which needs a space after the scheme
-// (RFC 7235 allows HTAB), trims with trim(), sends no WWW-Authenticate and
-// answers in its own shape. Static tokens first, then a JWT when an issuer
-// is configured.
+// Guards the routes of its encapsulation context. Not @fastify/bearer-auth:
+// it needs a space after the scheme (RFC 7235 allows HTAB), trims with trim(),
+// sends no WWW-Authenticate and answers in its own shape.
 async function authPlugin (fastify: FastifyInstance, opts: AuthOptions): Promise<void> {
   if (opts.tokens.length === 0) throw new Error('auth: at least one token is required')
   const callerOf = staticCallers(opts.tokens, opts.names)

@@ -10,11 +10,9 @@ export interface LoadSheddingOptions {
   maxEventLoopDelayMs?: number
 }
 
-// Overload is answered 503 before a byte of the body is read, so /health/live
-// still answers within its second (docs/architecture.md, "A request's path",
-// step 4). Bodies in flight count until the answer is sent, because the store
-// and the answer cost the loop as much as parsing. A shed answer leaves the
-// body unread, so it closes the connection (closeIfBodyUnread).
+// Overload is answered 503 before its body is read, so /health/live still
+// answers within its second (docs/architecture.md, "A request's path", step 4).
+// Bodies count until their answer is sent: storing and answering cost the loop too.
 
 // Creates of BODY_LIMIT that may be in progress at once: a few keep the
 // loop's turns well under the probes' second on 2 busy cores.

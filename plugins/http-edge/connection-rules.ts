@@ -4,16 +4,11 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunc
 import { RETRY_AFTER_SECONDS, rawError, sendError } from '../error-answers.js'
 
 // The contract's connection rules, on public APIs of Node and Fastify:
-// - one request at a time: a request that arrives before the answer to the
-//   one before it is written (pipelined) is dropped unprocessed, and the
-//   connection closes after that answer; the client retries what was not
-//   answered, and nothing unanswered was stored;
+// - one request at a time: a pipelined request is dropped unprocessed and
+//   the connection closes after the answer under way (nothing unanswered is stored);
 // - after an answer that closes the connection nothing more is processed;
-// - once shutdown has begun, a request on an open connection is refused;
-// - the close lingers (RFC 9112 9.6): the server ends its side, then reads
-//   and discards what the client still sends, for a bounded time and size.
-//   Closing with unread bytes makes the kernel send a reset, which can
-//   destroy the answer before the client has read it.
+// - the close lingers (RFC 9112 9.6): closing with unread bytes makes the
+//   kernel send a reset, which can destroy the answer before it is read.
 
 // Long enough for a client to read its answer and stop sending; too short
 // and small for a client to hold a connection open with it.
@@ -86,13 +81,11 @@ export function closeIfBodyUnread (request: FastifyRequest, reply: FastifyReply,
   done(null, payload)
 }
 
-// The last answer on a connection, written outside Fastify (to malformed
-// HTTP, a slow client, CONNECT) in the Error shape, then a lingering close.
-// Returns false when it is not sent: the connection is closing already, or
-// an answer is under way to a complete request (that answer goes out, a
-// stored create keeps it, and the connection closes after it), or the
-// answer to the incomplete request it is about has begun (another answer
-// would corrupt the stream).
+// The last answer on a connection, written outside Fastify (malformed HTTP,
+// a slow client, CONNECT), then a lingering close. Not sent (false) when
+// closing already, when a complete request's answer is under way (it goes
+// out: a stored create keeps its answer), or when the incomplete request's
+// answer has begun (a second would corrupt the stream).
 export function writeClosingAnswer (socket: Socket, status: number, reqId: string, message?: string): boolean {
   const connection = connectionOf(socket)
   if (connection.closing === true) return false
@@ -138,11 +131,9 @@ export function lingeringClose (socket: Socket): void {
   socket.resume()
 }
 
-// A client that half-closes after its request still gets its answer, then
-// the close. Node's HTTP server ends such a connection before the answer is
-// written unless httpAllowHalfOpen is set, a field it does not document:
-// checked, so that a Node without it fails at start-up rather than in a
-// client's answer.
+// A client that half-closes after its request still gets its answer. Node
+// needs httpAllowHalfOpen for that, a field it does not document: checked,
+// so a Node without it fails at start-up rather than in a client's answer.
 export function answerHalfClosedClients (server: Server): void {
   const s = server as Server & { httpAllowHalfOpen?: unknown }
   if (typeof s.httpAllowHalfOpen !== 'boolean') {
@@ -151,11 +142,9 @@ export function answerHalfClosedClients (server: Server): void {
   s.httpAllowHalfOpen = true
 }
 
-// Once close has begun, a request that still arrives on an open keep-alive
-// connection is refused in the Error shape, with the request id and
-// Connection: close, so the client moves on and the drain ends. Fastify's own
-// return503OnClosing answers with a body outside the contract. Returns the
-// onRequest hook that refuses.
+// Once close has begun, a request on an open keep-alive connection is
+// refused with Connection: close, so the drain ends (Fastify's own
+// return503OnClosing answers outside the Error shape).
 export function refuseWhileClosing (app: FastifyInstance): (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void {
   let closing = false
   app.addHook('preClose', async () => { closing = true })

@@ -60,13 +60,10 @@ export function requireHostHeader (request: FastifyRequest, reply: FastifyReply,
   done()
 }
 
-// Node answers Expect: 100-continue itself, before any check, unless the
-// server listens for 'checkContinue' (index.ts does). The client is told to
-// send its body only when the body is about to be read: authentication,
-// routing and the media type have passed. Node sends any other expectation
-// to 'checkExpectation' (answerUnmetExpectation) and ignores Expect below
-// HTTP/1.1, so an HTTP/1.1 request with an Expect header that gets here
-// asked for 100 Continue.
+// Node answers Expect: 100-continue before any check unless someone listens
+// for 'checkContinue' (index.ts does): the client is told to send its body
+// only once auth, routing and the media type have passed. Any other Expect
+// goes to answerUnmetExpectation, so one that gets here asked for 100 Continue.
 export function continueWhenBodyWanted (request: FastifyRequest, reply: FastifyReply, payload: RequestPayload, done: (err: null, payload: RequestPayload) => void): void {
   const req = request.raw
   if (req.headers.expect !== undefined && req.httpVersionMajor === 1 && req.httpVersionMinor === 1 && !reply.raw.headersSent) {
@@ -88,13 +85,10 @@ export function answerUnmetExpectation (log: FastifyBaseLogger, req: IncomingMes
 }
 
 // Routing comes first: a request no route takes is answered in onRequest,
-// before authentication and before a byte of its body is read (Fastify's
-// own 404 route would read and parse the body first). A path of the API (a
-// route that is an operation of the OpenAPI document, such as POST
-// /plants) answers 405 with Allow to another method; any other request no
-// route takes, 404 (the docs and probes are not an API to call otherwise).
-// The answer leaves the body unread, so it closes the connection
-// (closeIfBodyUnread).
+// before auth and before its body is read (Fastify's 404 route would parse
+// it). An API path (an operation of the OpenAPI document) answers another
+// method 405 with Allow; anything else, 404. The body stays unread, so the
+// connection closes (closeIfBodyUnread).
 export function answerUnroutedBeforeBody (fastify: FastifyInstance): (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void {
   const methodsByPath = new Map<string, Set<string>>()
   fastify.addHook('onRoute', (route) => {

@@ -6,17 +6,13 @@ import { AccessLog } from '../logging/access-log.js'
 import { clientErrorHandler } from './http-rules.js'
 import { childLoggerWithTraceId, genReqId } from '../logging/request-ids.js'
 
-// How long one client may hold a connection. Node checks the header and
-// request deadlines every checkIntervalMs, so a slow client is cut off at
-// most that long after its deadline, with a 408 in the Error shape.
+// How long one client may hold a connection; a slow one is cut off with a
+// 408 at most checkIntervalMs past its deadline.
 export interface ServerTimeouts {
-  // The request line and all headers must arrive within this (slowloris).
+  // Headers (slowloris), then the whole request, must arrive within these.
   headersTimeoutMs: number
-  // The whole request, body included, must arrive within this.
   requestTimeoutMs: number
-  // An idle keep-alive connection closes after this (Node adds 1 s, so a
-  // client told this figure in Keep-Alive closes first). Longer than the
-  // 60 s idle timeout of common load balancers, so they close first too.
+  // Past the 60 s idle timeout of common load balancers, so they close first.
   keepAliveTimeoutMs: number
   // A connection with no traffic either way while a request is open closes
   // after this; it must exceed the longest a create can take (about

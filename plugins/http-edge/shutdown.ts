@@ -1,11 +1,8 @@
 import type { FastifyInstance } from 'fastify'
 
-// In-flight requests get this long to finish after SIGTERM/SIGINT; then the
-// connections still open (a slow upload, a stalled client) are closed and the
-// process exits 0. Well inside `docker stop`'s default 10 s, so the engine's
-// SIGKILL never cuts the drain short; a client that was cut off got no
-// answer, so nothing it was told is lost, and it retries (creates are
-// idempotent).
+// In-flight requests get this long after SIGTERM/SIGINT, well inside `docker
+// stop`'s 10 s; a client cut off after it got no answer, so it retries
+// (creates are idempotent) and nothing it was told is lost.
 export const SHUTDOWN_GRACE_MS = 5_000
 
 // Last resort if closing hangs even with every connection gone (close-with-

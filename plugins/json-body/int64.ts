@@ -24,16 +24,10 @@ export function int64Value (negative: boolean, digits: string, zeros: number): n
   return negative ? -magnitude : magnitude
 }
 
-// A JSON number as the body holds it, from JSON.parse's double and the
-// number's text:
-//   whole, safe integer range          -> number (-0 becomes 0)
-//   whole, int64 range but not safe    -> bigint with the exact value
-//   whole, outside int64               -> BEYOND_INT64 / -BEYOND_INT64 (by sign)
-//   not whole, and the double is not whole either -> that double
-//   not whole, but the double rounded to a whole number, 0 or +-Infinity -> NaN
-// NaN is a marker like BEYOND_INT64: the validator refuses it as "must be
-// integer". Numbers that are not ids are never stored or echoed, so the
-// markers never leave the service.
+// A JSON number from its double and its text: a whole one is a number while
+// safe, an exact bigint within int64, else +-BEYOND_INT64; a fraction is its
+// double, or NaN when the double rounded to a whole number (the validator
+// refuses NaN as "must be integer"; such markers are never stored or echoed).
 export function exactNumber (value: number, text: string): number | bigint {
   // A whole value always rounds to a whole double (or an infinite one), so a
   // finite double that is not whole is final; a safe integer written without

@@ -1,8 +1,6 @@
-// The keys of a JSON text read one by one, for what JSON.parse cannot tell:
-// which key came twice, and whether its own keys are the text's. V8 in
-// Node 24 and 26 can give an escaped key (`"\u0041"`, `"\""`) the name of a
-// key beginning with a backslash that an earlier body used (`{"\\":1}`);
-// Node 22 does not. Each key alone, parsed as a JSON string, comes out right.
+// The keys of a JSON text read one by one: which key came twice, and whether
+// JSON.parse kept the text's keys (V8 in Node 24 and 26 can misread an escaped
+// key, `"\u0041"`, as one an earlier body used; each key parsed alone is right).
 
 // The index of the quote that ends the string opened at `start` (the end of
 // the text if none does): the next quote not escaped by an odd run of

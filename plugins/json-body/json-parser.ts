@@ -1,16 +1,10 @@
 // The JSON body: JSON.parse, made strict where it is lenient.
-//   - Bytes must be UTF-8: a fatal TextDecoder (which also drops one BOM).
-//   - JSON.parse keeps the last of two equal keys. One pass over the text
-//     counts members (a ':' outside strings is one); the reviver counts the
-//     keys of the parsed objects. Fewer keys than members means a key came
-//     twice, however spelled ("a", "\u0061"); only then, or when the body
-//     holds an escape, are its keys read one by one (json-keys.ts).
-//   - JSON.parse rounds numbers to doubles; its reviver sees each number's
-//     text (context.source), from which the int64 rule rebuilds it exactly.
-//   - A reviver recurses and overflows the stack on deep input, so the same
-//     pass refuses nesting past MAX_DEPTH first.
-// JSON.parse stores "__proto__" and "constructor" as own data properties,
-// and so it stores the reviver's results.
+//   - UTF-8 only: a fatal TextDecoder (which also drops one BOM).
+//   - A key twice, however spelled: one pass counts members (':' outside
+//     strings), the reviver counts keys; fewer keys means a duplicate.
+//   - Exact numbers: the reviver rebuilds each from its text (context.source).
+//   - No stack overflow: the same pass refuses nesting past MAX_DEPTH first.
+// "__proto__" stays plain data: JSON.parse stores it as an own property.
 import { exactNumber } from './int64.js'
 import { repeatedKey, sameKeys, stringEnd, textKeys } from './json-keys.js'
 

@@ -202,11 +202,9 @@ interface Group { id: bigint, members: Pending[] }
 // failure of its groups is "unknown" (504).
 interface Sent { unconfirmed: boolean }
 
-// Answers every request of groups; returns the error that failed them, if
-// any, so writing rows one by one can stop when the database is gone. The
-// deadline counts from the take (a batch taken just before its creates
-// expire would otherwise always fail); past it nothing is sent, and a write
-// already sent is bounded by the database (docs/architecture.md, "The write queue").
+// Answers every request of groups; returns the error that failed them, if any,
+// so writing rows one by one can stop when the database is gone. Past the
+// deadline, counted from the take, nothing is sent (docs/architecture.md, "The write queue").
 async function settle (ctx: WriteContext, groups: Group[], deadline: number, sent: Sent): Promise<unknown> {
   let pending = groups
   let outageRetries = 0
