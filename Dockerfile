@@ -9,13 +9,13 @@ COPY package.json package-lock.json .npmrc ./
 RUN npm ci --omit=dev --no-audit --no-fund \
  && find node_modules -mindepth 1 -maxdepth 1 -type d -empty -delete
 
-# Build: the dev dependencies (TypeScript) compile src/, plugins/ and routes/
-# to dist/, src/bin/migrate.ts included.
+# Build: the dev dependencies (TypeScript) compile app.ts, server.ts, src/,
+# plugins/ and routes/ to dist/, src/bin/migrate.ts included.
 FROM node:26-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
 RUN npm ci --no-audit --no-fund
-COPY tsconfig.json tsconfig.build.json ./
+COPY tsconfig.json tsconfig.build.json app.ts server.ts ./
 COPY src ./src
 COPY plugins ./plugins
 COPY routes ./routes
@@ -33,7 +33,7 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 # No TypeScript here: `npm start` and `npm run migrate` run the compiled
 # JavaScript (in a checkout they run the TypeScript source through tsx).
-RUN npm pkg set scripts.start="node dist/src/bin/server.js" scripts.migrate="node dist/src/bin/migrate.js"
+RUN npm pkg set scripts.start="node dist/server.js" scripts.migrate="node dist/src/bin/migrate.js"
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY migrations ./migrations
@@ -58,4 +58,4 @@ STOPSIGNAL SIGTERM
 # No curl in slim images: Node asks.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
   CMD ["node", "dist/src/bin/healthcheck.js", "live"]
-CMD ["node", "dist/src/bin/server.js"]
+CMD ["node", "dist/server.js"]

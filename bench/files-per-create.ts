@@ -1,5 +1,5 @@
 // How many of the project's files one create runs: the service built as
-// src/bin/server.ts builds it (buildApp, the server's logger; on the
+// server.ts builds it (buildApp, the server's logger; on the
 // PostgreSQL server of DATABASE_URL, in a database of its own made for the
 // run and dropped after it, or else embedded PGlite in memory), listening on a
 // loopback port; 20 warm-up creates over HTTP, then V8 precise coverage
@@ -22,9 +22,9 @@ import { Session } from 'node:inspector/promises'
 import type { AddressInfo } from 'node:net'
 import { relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { buildApp } from '../src/app.js'
+import { buildApp } from '../app.js'
 import { loadConfig } from '../src/config.js'
-import { flushLog, logDestination, loggerOptions } from '../plugins/logging/logger.js'
+import { flushLog, logDestination, loggerOptions } from '../src/logger.js'
 import { withClient } from '../test/support/database.js'
 
 const WARM_UP_CREATES = 20

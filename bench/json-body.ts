@@ -4,7 +4,7 @@
 // objects, strings and numbers, an id past 2^53 among them), one with
 // escapes in its strings and one without. Run it on an idle machine;
 // compare two versions of the parser by running it in each checkout.
-import { parseJsonBody } from '../plugins/json-body/json-parser.js'
+import { parseJsonBody } from '../src/json-body.js'
 
 const rounds = Number(process.argv[2] ?? 5)
 

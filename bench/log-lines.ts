@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
-import { flushLog, loggerOptions } from '../plugins/logging/logger.js'
+import { flushLog, loggerOptions } from '../src/logger.js'
 
 const requests = Number(process.argv[2] ?? 200_000)
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-log-lines-'))

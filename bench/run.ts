@@ -293,7 +293,7 @@ async function main (): Promise<number> {
         const db = await database(backend)
         await add(bare, 'bare', async () => await startServer(bare, [...profileArgs(bare), '--import', 'tsx', 'bench/bare-create.ts'], db.env), db)
       }
-      for (const [suffix, env, entry = 'dist/src/bin/server.js'] of variants) {
+      for (const [suffix, env, entry = 'dist/server.js'] of variants) {
         const name = `${backend}${suffix}`
         const operatingVariant = suffix.startsWith('+')
         if (!wanted(name) && !(operatingVariant && wanted(backend))) continue

@@ -1,9 +1,15 @@
 import fp from 'fastify-plugin'
+import bearerAuth from '@fastify/bearer-auth'
 import { hash } from 'node:crypto'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { HttpError } from './error-answers.js'
-import { noteCaller } from './logging/access-log.js'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { HttpError } from '../src/http-error.js'
 import type { AccessTokens, Verdict } from '../src/jwt-verification.js'
+
+// Bearer auth for the routes of its encapsulation context (docs/api.md,
+// "Callers and tokens"): @fastify/bearer-auth reads the header, and this
+// callback decides the token (a static token's digest, else a JWT) and
+// names the caller. Failures reach the error handler as HttpErrors that
+// carry their WWW-Authenticate (RFC 6750).
 
 export interface AuthOptions {
   tokens: string[]
@@ -12,6 +18,7 @@ export interface AuthOptions {
 }
 
 const REALM = 'Bearer realm="plant-store"'
+const challenge = (params = ''): Record<string, string> => ({ 'www-authenticate': REALM + params })
 
 const digestOf = (token: string): string => hash('sha256', token)
 
@@ -36,85 +43,84 @@ export function staticCallerCount (tokens: string[], names?: ReadonlyMap<string,
   return new Set(tokens.map((token) => staticCallerName(token, names))).size
 }
 
-// The token is exactly the bytes after the scheme (case-insensitive) and its
-// run of SP and HTAB (RFC 7235), less SP and HTAB at the end (RFC 9110 5.5;
-// app.inject keeps them). Not trim(): with U+00A0 added, a token would pass.
-const bearerScheme = /^[ \t]*bearer[ \t]+/i
-const CANONICAL = 'Bearer '
-
-export function bearerToken (authorization: string | undefined): string | undefined {
-  if (authorization === undefined) return undefined
-  // What nearly every caller sends, "Bearer " and the token with no space
-  // or tab around it, is cut without a regular expression.
-  if (authorization.startsWith(CANONICAL) && !isSpaceOrTab(authorization.charCodeAt(CANONICAL.length)) &&
-    !isSpaceOrTab(authorization.charCodeAt(authorization.length - 1))) {
-    return authorization.slice(CANONICAL.length)
-  }
-  const scheme = bearerScheme.exec(authorization)
-  return scheme === null ? undefined : authorization.slice(scheme[0].length).replace(/[ \t]+$/, '')
+// The token exactly as sent: the bytes after the scheme and its SP (RFC 9110
+// 11.4, `credentials = auth-scheme [ 1*SP token68 ]`), less SP and HTAB at
+// the end (not part of a field value; app.inject keeps them). bearer-auth's
+// key went through trim(), which would accept a token with U+00A0 added.
+export function bearerToken (authorization: string): string {
+  let start = 7
+  while (authorization.charCodeAt(start) === 0x20) start++
+  let end = authorization.length
+  while (end > start && (authorization.charCodeAt(end - 1) === 0x20 || authorization.charCodeAt(end - 1) === 0x09)) end--
+  return authorization.slice(start, end)
 }
 
-function isSpaceOrTab (c: number): boolean {
-  return c === 0x20 || c === 0x09
+const invalidToken = (): HttpError => new HttpError(401, 'The bearer token is not valid', challenge(', error="invalid_token"'))
+const noToken = (message: string): HttpError => new HttpError(401, message, challenge())
+
+// bearer-auth's own refusals: no header, or not the Bearer scheme and a SP.
+function refusal (err: Error & { code?: string }): Error {
+  if (err instanceof HttpError) return err
+  if (err.code === 'FST_BEARER_AUTH_MISSING_AUTHORIZATION_HEADER') return noToken('Authorization header missing: send Authorization: Bearer <token>')
+  if (err.code === 'FST_BEARER_AUTH_INVALID_AUTHORIZATION_HEADER') return noToken('Authorization must use the Bearer scheme with a token')
+  return err
 }
 
-// RFC 6750: a request that sent a bearer token which is wrong gets
-// error="invalid_token"; one that sent none gets the bare challenge.
-function unauthorized (request: FastifyRequest, reply: FastifyReply, token: string): HttpError {
-  if (token.length > 0) {
-    reply.header('www-authenticate', `${REALM}, error="invalid_token"`)
-    return new HttpError(401, 'The bearer token is not valid')
-  }
-  reply.header('www-authenticate', REALM)
-  if (request.headers.authorization === undefined) return new HttpError(401, 'Authorization header missing: send Authorization: Bearer <token>')
-  return new HttpError(401, 'Authorization must use the Bearer scheme with a token')
-}
-
-// The answer to a JWT's verdict: the caller noted, or the error to answer.
-function judged (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, scope: string): HttpError | undefined {
-  if ('caller' in verdict) noteCaller(request, verdict.caller)
+// A JWT's verdict: true, or the error to answer.
+function judged (request: FastifyRequest, verdict: Verdict, scope: string): true {
+  if ('caller' in verdict) request.caller = verdict.caller
   switch (verdict.kind) {
     case 'accepted':
-      return undefined
+      return true
     case 'insufficient-scope':
-      reply.header('www-authenticate', `${REALM}, error="insufficient_scope", scope="${scope}"`)
-      return new HttpError(403, `The access token lacks the scope ${scope}`)
+      throw new HttpError(403, `The access token lacks the scope ${scope}`, challenge(`, error="insufficient_scope", scope="${scope}"`))
     case 'refused': {
       // Which check failed is for the operator, not the caller.
       request.log.info({ authFailure: verdict.reason }, 'access token refused')
       const description = verdict.expired ? 'The access token expired' : 'The access token is not valid'
-      reply.header('www-authenticate', `${REALM}, error="invalid_token", error_description="${description}"`)
-      return new HttpError(401, description)
+      throw new HttpError(401, description, challenge(`, error="invalid_token", error_description="${description}"`))
     }
     case 'unavailable':
       request.log.warn({ authFailure: verdict.reason }, 'no key from the token issuer')
-      return new HttpError(503, 'The token issuer cannot be reached to check the access token; retry after the Retry-After delay', verdict.retryAfterSeconds)
+      throw new HttpError(503, 'The token issuer cannot be reached to check the access token; retry after the Retry-After delay',
+        { 'retry-after': String(verdict.retryAfterSeconds) })
   }
 }
 
-// Guards the routes of its encapsulation context. Not @fastify/bearer-auth:
-// it needs a space after the scheme (RFC 7235 allows HTAB), trims with trim(),
-// sends no WWW-Authenticate and answers in its own shape.
 async function authPlugin (fastify: FastifyInstance, opts: AuthOptions): Promise<void> {
   if (opts.tokens.length === 0) throw new Error('auth: at least one token is required')
   const callerOf = staticCallers(opts.tokens, opts.names)
-  const accessTokens = opts.accessTokens
+  const { accessTokens } = opts
   const scope = accessTokens?.scope ?? ''
-  fastify.addHook('onRequest', (request, reply, done) => {
-    const token = bearerToken(request.headers.authorization) ?? ''
-    const caller = token === '' ? undefined : callerOf(token)
-    if (caller !== undefined) {
-      noteCaller(request, caller)
-      return done()
+  await fastify.register(bearerAuth, {
+    keys: [],
+    // The scheme in any case (RFC 9110 11.1); failures go to the error handler.
+    specCompliance: 'rfc6749',
+    addHook: false,
+    // The error handler logs the refusal at info.
+    verifyErrorLogLevel: 'debug',
+    auth (key, request) {
+      const token = bearerToken(request.headers.authorization as string)
+      if (token === '') throw noToken('Authorization must use the Bearer scheme with a token')
+      // Anything added to a valid token (U+00A0, a tab) makes another token.
+      if (token !== key) throw invalidToken()
+      const caller = callerOf(token)
+      if (caller !== undefined) {
+        request.caller = caller
+        return true
+      }
+      if (accessTokens === undefined) throw invalidToken()
+      const verdict = accessTokens.verify(token)
+      return verdict instanceof Promise ? verdict.then((v) => judged(request, v, scope)) : judged(request, verdict, scope)
     }
-    if (accessTokens === undefined || token === '') return done(unauthorized(request, reply, token))
-    const verdict = accessTokens.verify(token)
-    if (!(verdict instanceof Promise)) return done(judged(request, reply, verdict, scope))
-    verdict.then((v) => done(judged(request, reply, v, scope)), done)
+  })
+  const verify = fastify.verifyBearerAuth as NonNullable<FastifyInstance['verifyBearerAuth']>
+  fastify.addHook('onRequest', (request, reply, done) => {
+    verify(request, reply, (err) => { done(err === undefined ? undefined : refusal(err)) })
   })
   // Keys fetched ahead of the first JWT; an issuer that is down does not
   // stop start-up (JWTs answer 503 until keys arrive).
   if (accessTokens !== undefined) fastify.addHook('onReady', async () => { accessTokens.keys.refresh().catch(() => {}) })
 }
 
-export default fp(authPlugin, { name: 'auth', fastify: '5.x' })
+export default fp(authPlugin, { name: 'auth', fastify: '5.x', dependencies: ['access-log'] })

@@ -25,6 +25,7 @@ export const DOCS_SECURITY_HEADERS: Record<string, string> = {
 
 type Content = Record<string, { example?: unknown }>
 interface Operation {
+  parameters?: unknown[]
   requestBody?: { content?: Content }
   responses?: Record<string, { content?: Content, headers?: Record<string, unknown> }>
 }
@@ -44,21 +45,33 @@ const HEADERS: Record<AnswerHeader | 'X-Request-Id', { description: string, sche
   },
   'Retry-After': { description: 'Seconds to wait before sending the same request again.', schema: { type: 'integer', minimum: 0 } },
   'WWW-Authenticate': {
-    description: 'The bearer challenge: `Bearer realm="plant-store"`, plus `error="invalid_token"` when a token was sent but is not accepted.',
+    description: 'The bearer challenge (RFC 6750): `Bearer realm="plant-store"`; with `error="invalid_token"` when a token was ' +
+      'sent but is not accepted (for a JWT, `error_description` tells an expired token apart), or `error="insufficient_scope", ' +
+      'scope="plants:write"` on a 403 when a JWT lacks the scope.',
     schema: { type: 'string' }
-  },
-  Allow: { description: 'The methods the path accepts.', schema: { type: 'string' } }
+  }
+}
+
+// The request header a caller may send to name its request in the logs.
+const REQUEST_ID_PARAMETER = {
+  name: 'X-Request-Id',
+  in: 'header',
+  required: false,
+  description: 'Optional: an id of yours for this request, echoed in the X-Request-Id answer header and written on its log lines.',
+  schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' }
 }
 
 // What a route's schema cannot say, because @fastify/swagger writes a
 // response's `headers` inline (no $ref to components.headers) and drops
 // `examples` beside a $ref: every response's headers (X-Request-Id always,
 // plus the answer's own), an example body per status (for an error, the
-// Error whose `error` is that status; src/answers.ts), and the request body's
+// Error whose `error` is that status; src/answers.ts), the request body's
 // example, for clients that read only the media type (Swagger UI's "Try it
-// out", generators).
+// out", generators), and the optional X-Request-Id request header (a route
+// schema for it would validate it, and refuse a request the service serves).
 function describeAnswers<T> (openapiObject: T): T {
   const createPlant = (openapiObject as Document).paths?.['/plants']?.post
+  if (createPlant !== undefined) createPlant.parameters = [REQUEST_ID_PARAMETER]
   const body = createPlant?.requestBody?.content?.['application/json']
   if (body !== undefined) body.example = EXAMPLE_PLANT
   for (const [status, response] of Object.entries(createPlant?.responses ?? {})) {

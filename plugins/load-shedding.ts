@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import underPressure from '@fastify/under-pressure'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { sendError } from './error-answers.js'
+import { HttpError, RETRY_AFTER_SECONDS, retryAfter } from '../src/http-error.js'
 
 export interface LoadSheddingOptions {
   // BODY_LIMIT: the largest body one request may send.
@@ -22,8 +22,6 @@ const BODIES_IN_FLIGHT = 4
 const MAX_EVENT_LOOP_DELAY_MS = 250
 const SAMPLE_INTERVAL_MS = 200
 const LATE_READINGS = 3
-// Overload passes in moments once the admitted work is done.
-const RETRY_AFTER_SECONDS = 1
 
 async function loadShedding (fastify: FastifyInstance, opts: LoadSheddingOptions): Promise<void> {
   const { bodyLimit, maxEventLoopDelayMs = MAX_EVENT_LOOP_DELAY_MS } = opts
@@ -51,7 +49,7 @@ async function loadShedding (fastify: FastifyInstance, opts: LoadSheddingOptions
     const full = inFlight > 0 && size > 0 && inFlight + size > budget
     if (behind || full) {
       const why = behind ? 'the event loop is behind' : 'too many request bodies are in progress'
-      sendError(reply, 503, `The service is overloaded (${why}); retry after the Retry-After delay`, RETRY_AFTER_SECONDS)
+      done(new HttpError(503, `The service is overloaded (${why}); retry after the Retry-After delay`, retryAfter(RETRY_AFTER_SECONDS.overloaded)))
       return
     }
     if (size > 0) {

@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance } from 'fastify'
-import { HttpError } from './error-answers.js'
+import { HttpError, retryAfter } from '../src/http-error.js'
 
 export interface RateLimitOptions {
   // RATE_LIMIT_PER_MINUTE: creates one caller may make per minute.
@@ -26,12 +26,12 @@ async function rateLimitPlugin (fastify: FastifyInstance, opts: RateLimitOptions
     // The store forgets the least recently seen caller when full (5,000 by
     // default): sized so that no configured caller's window is forgotten.
     cache: opts.callers,
-    // Retry-After comes with the error, through plugins/error-answers.ts.
+    // Retry-After comes with the error (plugins/error-answers.ts).
     addHeaders: noHeaders,
     addHeadersOnExceeding: noHeaders,
     errorResponseBuilder: (_request, { max, ttl }) => {
       const message = `Too many creates: this caller may make ${max} a minute; retry after the Retry-After delay`
-      return new HttpError(429, message, Math.max(1, Math.ceil(ttl / 1000)))
+      return new HttpError(429, message, retryAfter(Math.max(1, Math.ceil(ttl / 1000))))
     }
   })
 }

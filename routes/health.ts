@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ErrorBody } from '../src/schemas.js'
-import { RETRY_AFTER_SECONDS, sendError } from '../plugins/error-answers.js'
+import { errorBody, RETRY_AFTER_SECONDS, retryAfter } from '../src/http-error.js'
 
 const Status = Type.Object({ status: Type.String() })
 
@@ -19,7 +19,7 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/health/ready', { config, schema }, async (request, reply) => {
     if (await fastify.plants.isReady()) return { status: 'ready' }
     request.log.debug({ migrated: fastify.plants.isMigrated() }, 'not ready')
-    return await sendError(reply, 503, 'The database is not ready', RETRY_AFTER_SECONDS.databaseUnavailable)
+    return await reply.code(503).headers(retryAfter(RETRY_AFTER_SECONDS.databaseUnavailable)).send(errorBody(503, 'The database is not ready'))
   })
 }
 

@@ -1,19 +1,18 @@
 import fp from 'fastify-plugin'
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { ErrorBody, NewPlant, Plant } from '../src/schemas.js'
-import { createPlantErrors, createPlantOk } from '../src/answers.js'
-import { HttpError } from '../plugins/error-answers.js'
-import { requireJson } from '../plugins/json-body/index.js'
-import { unstorableField } from '../plugins/json-body/validation.js'
-import { noteOutcome } from '../plugins/logging/access-log.js'
+import { createPlantErrors, createPlantOk, type Answer } from '../src/answers.js'
+import { HttpError } from '../src/http-error.js'
 
-// One Error response per status of the answers table, described by when it
-// comes and whether a retry is safe.
-const errorResponses = Object.fromEntries(Object.entries(createPlantErrors).map(([status, answer]) =>
-  [status, Type.Ref(ErrorBody, { description: `${answer.when} ${answer.retry}` })]
-))
+export interface PlantsRoutesOptions {
+  // What the service is configured with, so that the document lists every
+  // status the route can answer, and none it cannot.
+  configured: ReadonlyArray<NonNullable<Answer['onlyWith']>>
+}
 
-const createPlantSchema = {
+// One Error response per status of the answers table this configuration
+// gives, described by when it comes and whether a retry is safe.
+const createPlantSchema = ({ configured }: PlantsRoutesOptions) => ({
   operationId: 'createPlant',
   summary: 'Create a plant',
   description: 'Stores a new plant. Safe to retry: a create is idempotent, so sending the same plant again ' +
@@ -23,25 +22,22 @@ const createPlantSchema = {
   body: Type.Ref(NewPlant),
   response: {
     200: Type.Ref(Plant, { description: `${createPlantOk.when} ${createPlantOk.retry}` }),
-    ...errorResponses
+    ...Object.fromEntries(Object.entries(createPlantErrors as Record<string, Answer>)
+      .filter(([, answer]) => answer.onlyWith === undefined || configured.includes(answer.onlyWith))
+      .map(([status, answer]) => [status, Type.Ref(ErrorBody, { description: `${answer.when} ${answer.retry}` })]))
   }
-}
+})
 
 // POST /plants; what runs before it: docs/architecture.md, "A request's path".
 // The media type is checked in the route's own onRequest: after auth (the
 // context's hooks run first) and before a byte of the body is read.
-const plantsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
-  fastify.post('/plants', {
-    schema: createPlantSchema,
-    onRequest: async (request) => requireJson(request)
-  }, async function createPlant (request) {
+const plantsRoutes: FastifyPluginAsyncTypebox<PlantsRoutesOptions> = async (fastify, opts) => {
+  fastify.post('/plants', { schema: createPlantSchema(opts), onRequest: fastify.requireJsonBody }, async function createPlant (request) {
     const { id, name, tag } = request.body
-    const bad = unstorableField(request.body)
-    if (bad !== undefined) throw new HttpError(400, `body/${bad} must not contain U+0000 or an unpaired UTF-16 surrogate`)
     // A store that cannot answer throws: 503, or 504 for an unconfirmed write.
     const outcome = await fastify.plants.create(tag === undefined ? { id: BigInt(id), name } : { id: BigInt(id), name, tag })
     // The access line never holds the plant's id or data, only this.
-    noteOutcome(request, outcome.kind)
+    request.createOutcome = outcome.kind
     if (outcome.kind === 'conflict') throw new HttpError(409, `A different plant is already stored with id ${id}`)
     // The Plant reply: exactly name and tag as stored, never the id.
     const plant = outcome.plant
@@ -51,4 +47,4 @@ const plantsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
 
 // Kept encapsulated (its own context, under auth's); the metadata only
 // declares what it needs.
-export default fp(plantsRoutes, { name: 'plants-routes', fastify: '5.x', dependencies: ['db', 'auth'], encapsulate: true })
+export default fp(plantsRoutes, { name: 'plants-routes', fastify: '5.x', dependencies: ['db', 'auth', 'json-body'], encapsulate: true })

@@ -3,8 +3,8 @@
 // tokens, so a throwaway in-memory database and token do.
 import { writeFile } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
-import { buildApp } from '../src/app.js'
-import { servedOpenapi } from '../src/openapi-document.js'
+import { buildApp } from '../app.js'
+import { servedOpenapi } from './openapi-document.js'
 
 const target = fileURLToPath(new URL('../openapi.json', import.meta.url))
 

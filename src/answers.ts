@@ -2,7 +2,7 @@
 // retry is safe, its headers besides X-Request-Id, an example body. The route's
 // response schemas and the OpenAPI document (plugins/docs.ts) both read it.
 
-export type AnswerHeader = 'Retry-After' | 'WWW-Authenticate' | 'Allow'
+export type AnswerHeader = 'Retry-After' | 'WWW-Authenticate'
 
 export interface Answer {
   when: string
@@ -10,6 +10,9 @@ export interface Answer {
   headers?: readonly AnswerHeader[]
   // The Error body's message in the example; its `error` is the status.
   message: string
+  // Answered only when the service is configured so: JWT access tokens
+  // (AUTH_ISSUER), or a rate limit (RATE_LIMIT_PER_MINUTE).
+  onlyWith?: 'issuer' | 'rate-limit'
 }
 
 export const createPlantOk = {
@@ -25,16 +28,22 @@ export const createPlantErrors = {
     message: 'body/id must be integer'
   },
   401: {
-    when: 'No bearer token, or one the service does not accept.',
+    when: 'No bearer token, or one the service does not accept (an expired JWT says so in WWW-Authenticate\'s error_description).',
     retry: 'Nothing was stored. Retry only with a valid token.',
     headers: ['WWW-Authenticate'],
     message: 'Authorization header missing: send Authorization: Bearer <token>'
   },
-  405: {
-    when: 'A method other than POST on /plants (the body is not read).',
-    retry: 'Nothing was stored. Do not retry: use POST.',
-    headers: ['Allow'],
-    message: 'Method GET is not allowed on /plants; use POST'
+  403: {
+    when: 'The JWT access token is valid but lacks the scope a create needs.',
+    retry: 'Nothing was stored. Retry only with a token that has the scope.',
+    headers: ['WWW-Authenticate'],
+    message: 'The access token lacks the scope plants:write',
+    onlyWith: 'issuer'
+  },
+  408: {
+    when: 'The request did not arrive in time (its headers within 10 s, the whole of it within 30 s); the connection is closed.',
+    retry: 'Nothing was stored. Safe to retry, sending the request faster.',
+    message: 'Request Timeout'
   },
   409: {
     when: 'A different plant (another name or tag) is already stored under this id; nothing was overwritten.',
@@ -55,7 +64,8 @@ export const createPlantErrors = {
     when: 'This caller (a static token\'s name, a JWT\'s client_id) has made as many creates this minute as the service allows (only when the service is configured with a limit; the body is not read).',
     retry: 'Nothing was stored. Safe to retry after the Retry-After delay, when the caller\'s minute is over.',
     headers: ['Retry-After'],
-    message: 'Too many creates: this caller may make 600 a minute; retry after the Retry-After delay'
+    message: 'Too many creates: this caller may make 600 a minute; retry after the Retry-After delay',
+    onlyWith: 'rate-limit'
   },
   500: {
     when: 'An unexpected failure; the details are in the service log under the X-Request-Id.',

@@ -3,9 +3,16 @@ import { Type, type Static } from '@sinclair/typebox'
 // Each schema carries an $id: Fastify adds it once, routes point at it with
 // Type.Ref, and the docs plugin names the OpenAPI component after it.
 
+// PostgreSQL text cannot hold U+0000, and a lone UTF-16 surrogate has no
+// UTF-8 form (Node would write U+FFFD): either would store something other
+// than what was sent. In the schema, so the document states the rule and the
+// validator names the field (plugins/json-body.ts words its message).
+export const STORABLE_TEXT = '^[^\\u0000\\uD800-\\uDFFF]*$'
+const storable = { pattern: STORABLE_TEXT }
+
 export const Plant = Type.Object({
-  name: Type.String({ description: 'The name of the plant' }),
-  tag: Type.Optional(Type.String({ description: 'Tag to specify the type' }))
+  name: Type.String({ description: 'The name of the plant', ...storable }),
+  tag: Type.Optional(Type.String({ description: 'Tag to specify the type', ...storable }))
 }, {
   $id: 'Plant',
   description: 'A plant in the store.'

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { Test } from 'tap'
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import type { AddressInfo } from 'node:net'
-import { buildApp, type AppOptions } from '../src/app.js'
+import { buildApp, type AppOptions } from '../app.js'
 import type { Config } from '../src/config.js'
 import { STORED_PLANTS_SQL, withClient, type StoredPlant } from './support/database.js'
 

@@ -1,4 +1,4 @@
-import type { FastifyBaseLogger } from 'fastify'
+import type { BaseLogger } from 'pino'
 import type { Db } from './db.js'
 import { asStoreError, isTransient, isUnavailable, OutcomeUnknownError, StoreUnavailableError, withDeadline } from './store-errors.js'
 import { createWriteQueue, type Pending, type WriteQueueOptions } from './write-queue.js'
@@ -25,12 +25,15 @@ export interface PlantStoreOptions {
   timeoutMs?: number
   // Until markMigrated, creates are refused and the store is not ready.
   migrated?: boolean
-  log?: Pick<FastifyBaseLogger, 'debug'>
+  log?: Pick<BaseLogger, 'debug'>
   // Batches in flight default to the backend's own number (Db.writers).
   writer?: WriterOptions
 }
 
 export type WriterOptions = Partial<Omit<WriteQueueOptions, 'timeoutMs'>>
+
+// A create waiting in the write queue.
+type Create = Pending<PlantRecord, CreateOutcome>
 
 // Under a usual load batches stay far below the row bound, so it only
 // matters for bursts (bench/RESULTS.md).
@@ -52,7 +55,7 @@ export interface StoreObserver {
 export interface WriteBatch {
   // From 1.
   readonly id: number
-  readonly creates: ReadonlyArray<{ readonly plant: PlantRecord }>
+  readonly creates: ReadonlyArray<{ readonly item: PlantRecord }>
 }
 
 export interface WriterStats { queueDepth: number, inFlight: number }
@@ -70,13 +73,13 @@ export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = tru
     }
   }
   const context: WriteContext = { db, timeoutMs, onAnswer: (kind) => { if (observers.length > 0) tell((o) => o.answered?.(kind)) } }
-  const queue = createWriteQueue({
+  const queue = createWriteQueue<PlantRecord, CreateOutcome>({
     maxBatch: writer.maxBatch ?? DEFAULT_MAX_BATCH,
     maxBatchBytes: writer.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES,
     maxQueue: writer.maxQueue ?? DEFAULT_MAX_QUEUE,
     concurrency: writer.concurrency ?? db.writers,
     timeoutMs
-  }, watchedWriter(context, tell))
+  }, (plant) => plant.name.length + (plant.tag?.length ?? 0), watchedWriter(context, tell))
   return {
     observe: (observer: StoreObserver): void => { observers.push(observer) },
     stats: (): WriterStats => ({ queueDepth: queue.depth(), inFlight: queue.inFlight() }),
@@ -97,7 +100,7 @@ export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = tru
 export type PlantStore = ReturnType<typeof createPlantStore>
 
 // The queue's write, numbered and told to the watchers.
-function watchedWriter (context: WriteContext, tell: (call: (o: StoreObserver) => void) => void): (batch: Pending[]) => Promise<void> {
+function watchedWriter (context: WriteContext, tell: (call: (o: StoreObserver) => void) => void): (batch: Create[]) => Promise<void> {
   let batches = 0
   return async (batch) => {
     const event: WriteBatch = { id: ++batches, creates: batch }
@@ -141,7 +144,7 @@ async function probeCommit (db: Db): Promise<void> {
 
 // One probe at a time: one asked for while another is in flight waits for
 // it, so a stalled commit holds one connection, never one per probe.
-function readinessProbe (db: Db, boundMs: number, migrated: () => boolean, log?: Pick<FastifyBaseLogger, 'debug'>): () => Promise<boolean> {
+function readinessProbe (db: Db, boundMs: number, migrated: () => boolean, log?: Pick<BaseLogger, 'debug'>): () => Promise<boolean> {
   let inFlight: Promise<void> | undefined
   return async () => {
     if (!migrated()) return false
@@ -196,7 +199,7 @@ interface WriteContext {
 // The requests of one batch that name the same id; the first one's data is
 // what the batch stores. Keyed by the bigint itself: a Map keyed by its
 // decimal text cost several times more per create (bench/RESULTS.md).
-interface Group { id: bigint, members: Pending[] }
+interface Group { id: bigint, members: Create[] }
 
 // Once a write was sent and not confirmed, it may still commit: every later
 // failure of its groups is "unknown" (504).
@@ -265,7 +268,7 @@ async function pauseBeforeRetry (n: number, deadline: number): Promise<boolean> 
 // Writes the groups' rows in one statement, answers the ones it created
 // and returns the groups whose id was already stored.
 async function insert (ctx: WriteContext, groups: Group[], deadline: number, sent: Sent): Promise<Group[]> {
-  const plants = columns(groups.map((g) => (g.members[0] as Pending).plant))
+  const plants = columns(groups.map((g) => (g.members[0] as Create).item))
   const rows = await ctx.db.writeBefore<{ id: unknown }>(deadline, insertBatchSql, plants, insertStatement)
     .catch((err: unknown) => {
       if (err instanceof OutcomeUnknownError) sent.unconfirmed = true
@@ -281,7 +284,7 @@ type Compared = { name: string, tag: string | null, same: boolean }
 
 // Answers the groups whose row is stored; returns those whose row is gone.
 async function answerExisting (ctx: WriteContext, groups: Group[]): Promise<Group[]> {
-  const params = columns(groups.flatMap((g) => g.members.map((p) => p.plant)))
+  const params = columns(groups.flatMap((g) => g.members.map((p) => p.item)))
   const rows = await ctx.db.query<Compared & { i: number }>(selectBatchSql, params, selectStatement)
   const byRequest = new Map<number, Compared>(rows.map((row) => [Number(row.i), row]))
   const missing: Group[] = []
@@ -320,11 +323,11 @@ function toId (value: unknown): bigint {
 // Groups a batch by id, in ascending id order: concurrent batches (here or
 // in another instance) then take row locks in the same order and cannot
 // deadlock on each other.
-function groupById (batch: Pending[]): Group[] {
+function groupById (batch: Create[]): Group[] {
   const byId = new Map<bigint, Group>()
   for (const p of batch) {
-    const group = byId.get(p.plant.id)
-    if (group === undefined) byId.set(p.plant.id, { id: p.plant.id, members: [p] })
+    const group = byId.get(p.item.id)
+    if (group === undefined) byId.set(p.item.id, { id: p.item.id, members: [p] })
     else group.members.push(p)
   }
   return [...byId.values()].sort((a, b) => a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
@@ -337,15 +340,15 @@ function samePlant (a: PlantRecord, b: PlantRecord): boolean {
 // The group's first request created the row; the others of the batch are
 // compared with it (both are the requests' own strings).
 function answerCreated (g: Group, onAnswer: WriteContext['onAnswer']): void {
-  const stored = (g.members[0] as Pending).plant
+  const stored = (g.members[0] as Create).item
   g.members.forEach((p, i) => {
-    answer(p, i === 0 ? 'created' : samePlant(p.plant, stored) ? 'replayed' : 'conflict', stored, onAnswer)
+    answer(p, i === 0 ? 'created' : samePlant(p.item, stored) ? 'replayed' : 'conflict', stored, onAnswer)
   })
 }
 
-function answer (p: Pending, kind: CreateOutcome['kind'], stored: PlantRecord, onAnswer: WriteContext['onAnswer']): void {
+function answer (p: Create, kind: CreateOutcome['kind'], stored: PlantRecord, onAnswer: WriteContext['onAnswer']): void {
   onAnswer(kind)
-  p.resolve({ kind, plant: kind === 'conflict' ? stored : p.plant })
+  p.resolve({ kind, plant: kind === 'conflict' ? stored : p.item })
 }
 
 function failAll (ctx: WriteContext, groups: Group[], err: unknown): unknown {

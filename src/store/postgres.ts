@@ -1,12 +1,12 @@
 import pg from 'pg'
-import type { FastifyBaseLogger } from 'fastify'
+import type { BaseLogger } from 'pino'
 import { commitOrRollBack, type Db, type QueryOptions, type Row, type Sql } from './db.js'
 import { asStoreError, sentWriteError } from './store-errors.js'
 
 // How long the readiness probe's commit may wait for its reply.
 const PROBE_WAIT_MS = 60_000
 
-export function openPostgres ({ url, timeoutMs, log }: { url: string, timeoutMs: number, log: FastifyBaseLogger }): Db {
+export function openPostgres ({ url, timeoutMs, log }: { url: string, timeoutMs: number, log: Pick<BaseLogger, 'warn'> }): Db {
   const connection = connectionConfig(url, timeoutMs)
   const pool = new pg.Pool({ ...connection, max: 10 })
   // The readiness probe's own connection, kept by a stalled commit until the

@@ -1,20 +1,20 @@
-import type { CreateOutcome, PlantRecord } from './plant-store.js'
 import { StoreUnavailableError } from './store-errors.js'
 
-// When each batch of waiting creates is sent; plant-store.ts writes it. The
-// bounds and deadlines: docs/architecture.md, "The write queue".
+// When each batch of waiting items is sent, whatever they are; plant-store.ts
+// writes creates with it. The bounds and deadlines: docs/architecture.md,
+// "The write queue".
 
-export interface Pending {
-  plant: PlantRecord
+export interface Pending<T, R> {
+  item: T
   // performance.now() past which it may no longer be sent.
   expiresAt: number
-  resolve: (outcome: CreateOutcome) => void
+  resolve: (result: R) => void
   reject: (err: unknown) => void
 }
 
 export interface WriteQueueOptions {
   maxBatch: number
-  // Characters of names and tags (a batch holds at least one row).
+  // What `weigh` adds up to in a batch (a batch holds at least one item).
   maxBatchBytes: number
   // Past it enqueue refuses (503): a stalled database turns into quick
   // answers and bounded memory, not a backlog.
@@ -24,10 +24,11 @@ export interface WriteQueueOptions {
   timeoutMs: number
 }
 
-// `write` answers every create of its batch itself and never rejects.
-export function createWriteQueue (options: WriteQueueOptions, write: (batch: Pending[]) => Promise<void>) {
+// `write` answers every item of its batch itself and never rejects; `weigh`
+// is an item's share of maxBatchBytes.
+export function createWriteQueue<T, R> (options: WriteQueueOptions, weigh: (item: T) => number, write: (batch: Array<Pending<T, R>>) => Promise<void>) {
   const { maxBatch, maxBatchBytes, maxQueue, concurrency, timeoutMs } = options
-  const queue: Pending[] = []
+  const queue: Array<Pending<T, R>> = []
   let inFlight = 0
   const expiry = expiryTimer(queue, timeoutMs)
 
@@ -43,7 +44,7 @@ export function createWriteQueue (options: WriteQueueOptions, write: (batch: Pen
     scheduled = false
     while (inFlight < concurrency && queue.length > 0) {
       expiry.dropExpired()
-      const batch = queue.splice(0, batchLength(queue, maxBatch, maxBatchBytes))
+      const batch = queue.splice(0, batchLength(queue, weigh, maxBatch, maxBatchBytes))
       expiry.arm()
       if (batch.length === 0) break
       inFlight++
@@ -57,10 +58,10 @@ export function createWriteQueue (options: WriteQueueOptions, write: (batch: Pen
   const full = (): boolean => queue.length >= maxQueue
   return {
     full,
-    enqueue (plant: PlantRecord): Promise<CreateOutcome> {
+    enqueue (item: T): Promise<R> {
       if (full()) return Promise.reject(new StoreUnavailableError(`${queue.length} creates are already waiting for the database`))
-      return new Promise<CreateOutcome>((resolve, reject) => {
-        queue.push({ plant, expiresAt: performance.now() + timeoutMs, resolve, reject })
+      return new Promise<R>((resolve, reject) => {
+        queue.push({ item, expiresAt: performance.now() + timeoutMs, resolve, reject })
         if (queue.length === 1) expiry.arm()
         if (inFlight < concurrency) schedule()
       })
@@ -70,12 +71,12 @@ export function createWriteQueue (options: WriteQueueOptions, write: (batch: Pen
   }
 }
 
-// How many creates from the head make the next batch.
-function batchLength (queue: Pending[], maxBatch: number, maxBatchBytes: number): number {
+// How many items from the head make the next batch.
+function batchLength<T> (queue: ReadonlyArray<{ item: T }>, weigh: (item: T) => number, maxBatch: number, maxBatchBytes: number): number {
   let rows = 0
   let bytes = 0
   for (const p of queue) {
-    bytes += p.plant.name.length + (p.plant.tag?.length ?? 0)
+    bytes += weigh(p.item)
     if (rows === maxBatch || (rows > 0 && bytes > maxBatchBytes)) break
     rows++
   }
@@ -84,13 +85,13 @@ function batchLength (queue: Pending[], maxBatch: number, maxBatchBytes: number)
 
 // The queue is FIFO and every create gets the same timeout, so the head
 // expires first: one timer, armed for the head's expiry, serves the queue.
-function expiryTimer (queue: Pending[], timeoutMs: number): { dropExpired: () => void, arm: () => void } {
+function expiryTimer (queue: Array<Pending<unknown, never>>, timeoutMs: number): { dropExpired: () => void, arm: () => void } {
   let timer: NodeJS.Timeout | undefined
   let armedFor = Infinity
   const dropExpired = (): void => {
     const now = performance.now()
     let n = 0
-    while (n < queue.length && (queue[n] as Pending).expiresAt <= now) n++
+    while (n < queue.length && (queue[n] as Pending<unknown, never>).expiresAt <= now) n++
     if (n === 0) return
     const err = new StoreUnavailableError(`create waited ${timeoutMs} ms for the database; nothing was written`)
     for (const p of queue.splice(0, n)) p.reject(err)

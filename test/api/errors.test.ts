@@ -5,7 +5,7 @@ import { forEachBackend, buildTestApp, assertErrorShape, auth, jsonHeaders, TOKE
 import { parseRawResponse, rawExchange } from '../support/http.js'
 import { errorHandler } from '../../plugins/error-answers.js'
 import { OutcomeUnknownError, StoreUnavailableError } from '../../src/store/store-errors.js'
-import { HttpError } from '../../plugins/error-answers.js'
+import { HttpError } from '../../src/http-error.js'
 
 // The error handler on its own: what reaches the client for each kind of error.
 t.test('error handler', async (t) => {

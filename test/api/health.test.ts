@@ -1,6 +1,6 @@
 import t from 'tap'
 import { forEachBackend, buildTestApp, assertErrorShape, postPlant, testConfig, untilMigrated } from '../helper.js'
-import { buildApp } from '../../src/app.js'
+import { buildApp } from '../../app.js'
 import { heldMigrationLock, needsPostgres } from '../support/postgres.js'
 
 forEachBackend(t, 'health', async (t, backend) => {

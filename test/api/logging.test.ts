@@ -2,14 +2,13 @@ import t from 'tap'
 import { forEachBackend, buildTestApp, listeningTestApp, postPlant, TOKEN, auth, jsonHeaders } from '../helper.js'
 import { parseRawResponse, rawExchange } from '../support/http.js'
 import Fastify from 'fastify'
-import { loggerOptions } from '../../plugins/logging/logger.js'
-import { ACCESS_LINE, AccessLog, declareAccessLogFields, noteCaller, noteOutcome } from '../../plugins/logging/access-log.js'
-import { childLoggerWithTraceId } from '../../plugins/logging/request-ids.js'
+import { loggerOptions } from '../../src/logger.js'
+import accessLog, { ACCESS_LINE, loggingOptions } from '../../plugins/access-log.js'
 import { staticCallerName } from '../../plugins/auth.js'
 
 type Line = Record<string, unknown>
 
-// The service's own logger settings (plugins/logging/logger.ts), into memory.
+// The service's own logger settings (src/logger.ts), into memory.
 function capture (logLevel: 'info' | 'trace'): { logger: object, lines: Line[], raw: string[] } {
   const raw: string[] = []
   const lines: Line[] = []
@@ -88,15 +87,15 @@ t.test('answers given outside Fastify write an access line of the same shape', a
 // trace id the request's logger carries.
 t.test('the access line carries the caller and the outcome noted on the request', async (t) => {
   const { logger, lines } = capture('info')
-  const app = Fastify({ logger, logController: new AccessLog(), childLoggerFactory: childLoggerWithTraceId })
+  const app = Fastify(loggingOptions(logger))
   t.teardown(() => app.close())
-  declareAccessLogFields(app)
+  await app.register(accessLog)
   app.addHook('onRequest', (request, _reply, done) => {
-    if (request.headers['x-caller'] === 'yes') noteCaller(request, 'inventory-sync')
+    if (request.headers['x-caller'] === 'yes') request.caller = 'inventory-sync'
     done()
   })
   app.post('/plants', async (request) => {
-    noteOutcome(request, 'created')
+    request.createOutcome = 'created'
     return {}
   })
   const traceparent = '00-4bf92f3577b34da6a3ce929d0e4736aa-00f067aa0ba902b7-01'

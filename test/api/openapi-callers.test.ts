@@ -27,7 +27,7 @@ forEachBackend(t, 'the document for callers', async (t, backend) => {
   })
 
   t.test('headers: X-Request-Id on every answer, and each status its own', async (t) => {
-    const own: Record<string, string[]> = { 401: ['WWW-Authenticate'], 405: ['Allow'], 429: ['Retry-After'], 503: ['Retry-After'], 504: ['Retry-After'] }
+    const own: Record<string, string[]> = { 401: ['WWW-Authenticate'], 403: ['WWW-Authenticate'], 429: ['Retry-After'], 503: ['Retry-After'], 504: ['Retry-After'] }
     for (const status of Object.keys(responses)) {
       t.same(headerNames(status), ['X-Request-Id', ...(own[status] ?? [])].sort(), `${status} headers`)
       for (const [name, header] of Object.entries(responses[status]?.headers as Json)) {
@@ -40,6 +40,13 @@ forEachBackend(t, 'the document for callers', async (t, backend) => {
     }
     t.equal(doc.components.headers['Retry-After'].schema.type, 'integer', 'Retry-After is seconds')
     t.match(doc.components.headers['WWW-Authenticate'].description, 'Bearer realm="plant-store"')
+    for (const part of ['invalid_token', 'error_description', 'insufficient_scope', 'scope=']) {
+      t.match(doc.components.headers['WWW-Authenticate'].description, part, `WWW-Authenticate describes ${part}`)
+    }
+  })
+
+  t.test('X-Request-Id is an optional request header', async (t) => {
+    t.same(post.parameters.map((p: Json) => [p.name, p.in, p.required]), [['X-Request-Id', 'header', false]])
   })
 
   t.test('examples: a Plant for 200, and for each error the Error whose error is the status', async (t) => {
@@ -65,8 +72,8 @@ forEachBackend(t, 'the document for callers', async (t, backend) => {
     t.match(responses['400']?.description, /do not retry unchanged/i)
   })
 
-  t.test('405 is documented with Allow, as the contract has it', async (t) => {
-    t.match(responses['405']?.description, /method other than POST/)
+  t.test('the statuses POST /plants can answer in this configuration, and no other', async (t) => {
+    t.same(Object.keys(responses).sort(), ['200', '400', '401', '408', '409', '413', '415', '500', '501', '503', '504'])
   })
 
   t.test('the id says how JavaScript callers keep it exact', async (t) => {

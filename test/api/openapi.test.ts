@@ -2,7 +2,7 @@ import t from 'tap'
 import { readFile } from 'node:fs/promises'
 import { Validator } from '@seriousme/openapi-schema-validator'
 import { forEachBackend, buildTestApp } from '../helper.js'
-import { formatOpenapi, servedOpenapi } from '../../src/openapi-document.js'
+import { formatOpenapi, servedOpenapi } from '../../scripts/openapi-document.js'
 
 const committedPath = new URL('../../openapi.json', import.meta.url)
 

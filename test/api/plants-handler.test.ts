@@ -2,9 +2,10 @@ import t from 'tap'
 import Fastify from 'fastify'
 import fp from 'fastify-plugin'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import jsonBody from '../../plugins/json-body/index.js'
+import jsonBody from '../../plugins/json-body.js'
 import plantsRoutes from '../../routes/plants.js'
-import { errorHandler, RETRY_AFTER_SECONDS } from '../../plugins/error-answers.js'
+import { errorHandler } from '../../plugins/error-answers.js'
+import { RETRY_AFTER_SECONDS } from '../../src/http-error.js'
 import { StoreUnavailableError } from '../../src/store/store-errors.js'
 import type { CreateOutcome, PlantRecord, PlantStore } from '../../src/store/plant-store.js'
 import { assertErrorShape, type Teardown } from '../helper.js'
@@ -28,7 +29,7 @@ async function routeOver (t: Teardown, create: (plant: PlantRecord) => Promise<C
     } as unknown as PlantStore)
   }, { name: 'db' }))
   await app.register(fp(async () => {}, { name: 'auth' }))
-  await app.register(plantsRoutes)
+  await app.register(plantsRoutes, { configured: [] })
   t.teardown(() => app.close())
   const post = async (payload: string) =>
     await app.inject({ method: 'POST', url: '/plants', headers: { 'content-type': 'application/json' }, payload })

@@ -1,12 +1,12 @@
 import t from 'tap'
 import fc from 'fast-check'
 import { forEachBackend, buildTestApp, postPlant, jsonHeaders } from '../helper.js'
-import { isStorableText } from '../../plugins/json-body/validation.js'
 
 const INT64_MIN = -(2n ** 63n)
 const INT64_MAX = 2n ** 63n - 1n
 
-const storable = fc.string({ unit: 'binary', maxLength: 40 }).filter(isStorableText)
+// What PostgreSQL text holds exactly: no U+0000, no lone surrogate.
+const storable = fc.string({ unit: 'binary', maxLength: 40 }).filter((s) => !s.includes('\u0000') && s.isWellFormed())
 // The same id written as JSON allows: plain, with a zero fraction, or with an exponent.
 const idText = (id: bigint, form: number): string =>
   form === 0 ? id.toString() : form === 1 ? `${id}.000` : id === 0n ? '0e7' : `${id}0e-1`

@@ -81,7 +81,7 @@ t.test('the final stage runs node on the compiled entry as a non-root user', asy
   const cmd = last(final, 'CMD')
   const argv = execForm(cmd?.args ?? '')
   t.ok(argv, 'CMD is in exec form: no shell between the engine and node')
-  t.same(argv, ['node', 'dist/src/bin/server.js'], 'CMD runs node itself, not npm')
+  t.same(argv, ['node', 'dist/server.js'], 'CMD runs node itself, not npm')
   t.equal(all(final, 'ENTRYPOINT').length, 0, 'no ENTRYPOINT wraps the command')
   // npm start in the image is rewritten to the compiled entry; in a checkout
   // it runs that entry's TypeScript source.
@@ -90,7 +90,7 @@ t.test('the final stage runs node on the compiled entry as a non-root user', asy
   t.match(rewrite, /\bscripts\.migrate="node dist\/src\/bin\/migrate\.js"/, 'npm run migrate in the image runs the compiled migrate')
   t.match(pkg.scripts.start ?? '', /\bsrc\/bin\/server\.ts$/, 'npm start in a checkout runs its source')
   t.match(pkg.scripts.migrate ?? '', /\bsrc\/bin\/migrate\.ts$/, 'and npm run migrate the source of the same migrate')
-  t.equal(inStage(final, cmd as never, 'dist/src/bin/server.js'), join(inStage(final, cmd as never, '.'), 'dist/src/bin/server.js'))
+  t.equal(inStage(final, cmd as never, 'dist/server.js'), join(inStage(final, cmd as never, '.'), 'dist/server.js'))
   const stopSignal = last(final, 'STOPSIGNAL')?.args.trim()
   t.ok(stopSignal === undefined || stopSignal === 'SIGTERM', 'the engine stops it with SIGTERM')
 

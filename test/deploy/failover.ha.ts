@@ -196,7 +196,7 @@ async function main (): Promise<void> {
       DB_TIMEOUT_MS: String(dbTimeoutMs)
     })
     const pid = server.child.pid as number
-    adoptProcess(cluster.dir, pid, 'dist/src/bin/server.js')
+    adoptProcess(cluster.dir, pid, 'dist/server.js')
     await server.waitFor(`${url}/health/ready`)
     return { label, server, url, pid, dbTimeoutMs, connections, idOffset, ridesOutSwitchover: dbTimeoutMs === DB_TIMEOUT_MS }
   }

@@ -107,7 +107,7 @@ function defineTests (): void {
     t.same(seen.files.filter((f) => /^\/app\/(src|test|bench|scripts|secrets|plugins|routes)\//.test(f)), [], 'no source, test, bench or secrets folder')
     t.same(seen.files.filter((f) => /(^|\/)\.env|secret|token|\.pem$|\.key$|\.npmrc$/i.test(f)), [], 'no secret-looking file')
     t.same(seen.npmrc, [], 'no .npmrc')
-    t.ok(seen.files.includes('/app/dist/src/bin/server.js') && seen.files.includes('/app/dist/src/bin/migrate.js'), 'the compiled service and migrate')
+    t.ok(seen.files.includes('/app/dist/server.js') && seen.files.includes('/app/dist/src/bin/migrate.js'), 'the compiled service and migrate')
     t.equal(seen.scripts.migrate, 'node dist/src/bin/migrate.js', 'npm run migrate runs the compiled JavaScript')
     const history = await dockerOk(['history', '--no-trunc', '--format', '{{.CreatedBy}}', IMAGE])
     t.notOk(/API_TOKENS=\S|PASSWORD=\S/.test(history), 'no secret in the build history')

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { buildTestApp, postPlant, testConfig, untilMigrated } from '../helper.js'
-import { buildApp } from '../../src/app.js'
-import { loggerOptions } from '../../plugins/logging/logger.js'
+import { buildApp } from '../../app.js'
+import { loggerOptions } from '../../src/logger.js'
 import { heldMigrationLock, needsPostgres } from '../support/postgres.js'
 
 // Every engine and balancer probes every few seconds per replica. At the
@@ -12,7 +12,7 @@ const INFO = 30
 
 type Line = Record<string, unknown> & { level: number }
 
-// The service's own logger settings (plugins/logging/logger.ts), into memory.
+// The service's own logger settings (src/logger.ts), into memory.
 function capture (logLevel: 'info' | 'debug'): { logger: object, lines: Line[] } {
   const lines: Line[] = []
   const logger = {

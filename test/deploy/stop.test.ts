@@ -4,8 +4,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { freePort, jsonLines, stageRuntime, startBuiltServer } from '../support/processes.js'
-import { SHUTDOWN_GRACE_MS } from '../../plugins/http-edge/shutdown.js'
 import { openSlowUpload } from './slow-client.js'
+
+// server.ts drains in-flight requests for this long after SIGTERM.
+const SHUTDOWN_GRACE_MS = 5_000
 
 // `docker stop` sends SIGTERM and, 10 s later, SIGKILL. A client that never
 // finishes its request must not hold the process past that: the drain is

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { loggerOptions } from '../../plugins/logging/logger.js'
+import { loggerOptions } from '../../src/logger.js'
 import { forEachBackend, jsonHeaders, listeningTestApp } from '../helper.js'
 import { request } from '../support/http.js'
 

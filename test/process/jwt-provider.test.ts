@@ -119,14 +119,18 @@ t.test('with an issuer: RFC 9728 metadata, and the client-credentials flow in th
   })
   // The token URL comes from discovery, read with the keys at start-up.
   await app.create(await provider.token(WRITER))
-  const doc = JSON.parse((await request(`${app.url}/openapi.json`)).body) as { components: { securitySchemes: Record<string, { flows?: unknown }> }, security: unknown[] }
+  const doc = JSON.parse((await request(`${app.url}/openapi.json`)).body) as {
+    components: { securitySchemes: Record<string, { flows?: unknown }> }, security: unknown[], paths: Record<string, { post: { responses: Record<string, unknown> } }>
+  }
   t.same(doc.components.securitySchemes.oauth2?.flows, { clientCredentials: { tokenUrl: `${provider.issuer}/token`, scopes: { 'plants:write': 'Add plants to the store' } } })
   t.ok(doc.components.securitySchemes.bearerAuth, 'beside bearerAuth')
   t.same(doc.security, [{ bearerAuth: [] }, { oauth2: ['plants:write'] }], 'either one')
   const page = await request(`${app.url}/docs`)
   t.match(page.headers['content-security-policy'], `connect-src 'self' ${provider.issuer};`, 'Swagger UI may ask the issuer for a token')
+  t.ok(doc.paths['/plants']?.post.responses['403'], 'a JWT without the scope gets 403: documented')
   const committed = JSON.parse(readFileSync(`${root}/openapi.json`, 'utf8')) as typeof doc
   t.notOk('oauth2' in committed.components.securitySchemes, 'the committed document has no issuer')
+  t.notOk(committed.paths['/plants']?.post.responses['403'], 'nor its 403')
 })
 
 t.test('the rate limit follows the client across its token refreshes', async (t) => {

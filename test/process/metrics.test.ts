@@ -1,7 +1,7 @@
 import t from 'tap'
 import { Writable } from 'node:stream'
 import { forEachBackend, createTestDatabase, testConfig, jsonHeaders, auth, type Teardown } from '../helper.js'
-import { buildApp } from '../../src/app.js'
+import { buildApp } from '../../app.js'
 import { request } from '../support/http.js'
 import { metricsUrlOf, parseSamples, valueOf, type Sample } from '../support/prometheus.js'
 import type { Config } from '../../src/config.js'

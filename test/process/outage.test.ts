@@ -1,7 +1,7 @@
 import t from 'tap'
 import pino from 'pino'
 import type { FastifyInstance } from 'fastify'
-import { buildApp } from '../../src/app.js'
+import { buildApp } from '../../app.js'
 import { openPostgres } from '../../src/store/postgres.js'
 import { StoreUnavailableError } from '../../src/store/store-errors.js'
 import { assertErrorShape, postPlant, testConfig, TOKEN } from '../helper.js'

@@ -4,7 +4,7 @@ import { Writable } from 'node:stream'
 import { createTestDatabase, testConfig, jsonHeaders, TOKEN, OTHER_TOKEN, type Teardown } from '../helper.js'
 import { request, type HttpAnswer } from '../support/http.js'
 import { metricsUrlOf, parseSamples, valueOf } from '../support/prometheus.js'
-import { buildApp } from '../../src/app.js'
+import { buildApp } from '../../app.js'
 import { root } from '../support/processes.js'
 
 // RATE_LIMIT_PER_MINUTE over real sockets: per token, after auth, 429 in the
@@ -68,11 +68,14 @@ t.test('without RATE_LIMIT_PER_MINUTE there is no limit', async (t) => {
   t.pass('20 creates in a row answered 200')
 })
 
-t.test('openapi.json documents 429 on POST /plants with Retry-After', async (t) => {
-  const doc = JSON.parse(readFileSync(`${root}/openapi.json`, 'utf8'))
+t.test('with a limit, the served document lists 429 on POST /plants with Retry-After; without, it does not', async (t) => {
+  const { apiUrl } = await start(t)
+  const doc = JSON.parse((await request(`${apiUrl}/openapi.json`)).body)
   const answer = doc.paths['/plants'].post.responses['429']
   t.ok(answer, '429 is documented')
   t.same(answer.content['application/json'].schema, { $ref: '#/components/schemas/Error' })
   t.equal(answer.content['application/json'].example.error, 429)
   t.same(answer.headers['Retry-After'], { $ref: '#/components/headers/Retry-After' })
+  const committed = JSON.parse(readFileSync(`${root}/openapi.json`, 'utf8'))
+  t.notOk(committed.paths['/plants'].post.responses['429'], 'the committed document (no limit configured) has no 429')
 })

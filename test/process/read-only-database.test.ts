@@ -1,7 +1,7 @@
 import t from 'tap'
 import type { AddressInfo } from 'node:net'
 import type { FastifyInstance } from 'fastify'
-import { buildApp } from '../../src/app.js'
+import { buildApp } from '../../app.js'
 import { createTestDatabase, jsonHeaders, testConfig, type Teardown, type TestDatabase } from '../helper.js'
 import { withClient } from '../support/database.js'
 import { request, type HttpAnswer } from '../support/http.js'

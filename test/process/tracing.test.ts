@@ -6,7 +6,7 @@ import { Writable } from 'node:stream'
 import { jsonHeaders, createTestDatabase, testConfig, type Teardown } from '../helper.js'
 import { request } from '../support/http.js'
 import { startServerProcess } from '../support/processes.js'
-import { buildApp } from '../../src/app.js'
+import { buildApp } from '../../app.js'
 
 // Traces: the service as a real process with the standard OTEL_* variables,
 // exporting to an OTLP/HTTP receiver on loopback.

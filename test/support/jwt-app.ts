@@ -1,5 +1,5 @@
 import { Writable } from 'node:stream'
-import { buildApp } from '../../src/app.js'
+import { buildApp } from '../../app.js'
 import type { Config, JwtAuthConfig } from '../../src/config.js'
 import { createTestDatabase, testConfig, type BackendName, type Teardown } from '../helper.js'
 import { request, type HttpAnswer } from './http.js'

@@ -12,7 +12,7 @@ import { TOKEN, type Teardown } from '../helper.js'
 // The one way tests (and the benchmark's port and memory readings) run the
 // service as a process: spawnProcess runs any command; startBuiltServer runs
 // the compiled server as the image does; startServerProcess runs
-// src/bin/server.ts through tsx and waits until it listens.
+// server.ts through tsx and waits until it listens.
 
 export const root = fileURLToPath(new URL('../..', import.meta.url))
 
@@ -158,7 +158,7 @@ function launch (argv: string[], cwd: string, env: Record<string, string>): Serv
 
 // The built server, started as the image's CMD starts it.
 export function startBuiltServer (t: Teardown, runtimeDir: string, env: Record<string, string>): ServerProcess {
-  return spawnProcess(t, ['node', 'dist/src/bin/server.js'], runtimeDir, env)
+  return spawnProcess(t, ['node', 'dist/server.js'], runtimeDir, env)
 }
 
 // Output split into lines, each parsed as JSON where it is JSON.
@@ -178,7 +178,7 @@ export function jsonLines (text: string): { lines: Array<Record<string, unknown>
   return { lines, other }
 }
 
-// The service from source (src/bin/server.ts through tsx: the same code `npm run
+// The service from source (server.ts through tsx: the same code `npm run
 // build` compiles, with no build shared between test files that tap runs in
 // parallel) on PostgreSQL, listening on a port of its own.
 export interface SourceServer {
@@ -203,7 +203,7 @@ export interface SourceServerOptions {
 }
 
 export async function startServerProcess (opts: SourceServerOptions): Promise<SourceServer> {
-  const proc = launch(['node', '--import', 'tsx', 'src/bin/server.ts'], root, {
+  const proc = launch(['node', '--import', 'tsx', 'server.ts'], root, {
     HOME: process.env.HOME ?? '',
     NODE_ENV: 'test',
     PORT: '0',

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import t from 'tap'
 import fc from 'fast-check'
-import { parseJsonBody } from '../../plugins/json-body/json-parser.js'
+import { parseJsonBody } from '../../src/json-body.js'
 import * as oracle from './json-oracle.js'
 
 // The body parser (JSON.parse, a counting pass and a reviver) against the
@@ -12,8 +12,7 @@ type Outcome = { value: unknown } | { kind: string, message: string }
 
 const KINDS: Array<[RegExp, string]> = [
   [/^Body is not valid UTF-8$/, 'utf8'], [/^Body is empty$/, 'empty'], [/^Duplicate key /, 'duplicate'],
-  [/^Body nests deeper than 1000 levels at position \d+$/, 'depth'], [/^Body is not valid JSON: /, 'syntax'],
-  [/^Body has an escaped key that could not be read exactly$/, 'misread']
+  [/^Body nests deeper than 1000 levels at position \d+$/, 'depth'], [/^Body is not valid JSON: /, 'syntax']
 ]
 
 function outcome (parse: (bytes: Buffer) => unknown, bytes: Buffer): Outcome {
@@ -35,8 +34,6 @@ const ALLOWED = new Set(['syntax>depth', 'duplicate>syntax', 'duplicate>depth'])
 // Why the two outcomes differ, or undefined when they agree.
 function difference (want: Outcome, got: Outcome): string | undefined {
   if ('value' in want) {
-    // V8's misread key (json-keys.ts), caught: refused rather than altered.
-    if ('kind' in got && got.kind === 'misread') return undefined
     if (!('value' in got)) return `accepted by the old parser, refused: ${got.message}`
     try {
       assert.deepStrictEqual(got.value, want.value)
@@ -64,6 +61,16 @@ const CRAFTED: Array<string | Buffer> = [
   '\ufeff{"a":1}', '\ufeff', '\ufeff\ufeff{}', ' \t\r\n', '', '{"a":1} x', '{"a":1,}',
   Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x3a, 0x31, 0x7d]), Buffer.from([0x22, 0xed, 0xa0, 0x80, 0x22]), Buffer.from([0xef, 0xbb])
 ]
+
+// Bodies that make V8 in Node 24 (and 26 before 26.12) misread an escaped
+// key once similar keys were parsed: a valid create with unknown properties,
+// each key and value as the oracle reads them, on every Node the service runs on.
+const MISREAD_BAIT = Array.from({ length: 300 }, (_, i) => [
+  `{"id":${i},"name":"F${i}","tag":"g","\\"":1,"x\\u0061":3}`,
+  `{"id":${i},"name":"F","\\u0074ag":"t${i}","\\u0022":2}`,
+  `{"rule10":${i},"\\u005c":1}`,
+  `{"rule10":${i},"\\u0041":3,"b":{"\\u0041":[${i}]}}`
+]).flat()
 
 // Generated documents, printed from pieces so that they hit what matters:
 // keys from a few (often repeated, often escaped) spellings, numbers in every
@@ -108,7 +115,7 @@ t.test('the new parser agrees with the old one', async t => {
   const seed = Date.now()
   const sample = <T>(arbitrary: fc.Arbitrary<T>, numRuns: number): T[] => fc.sample(arbitrary, { numRuns, seed })
   const documents = [
-    ...CRAFTED.map(input => typeof input === 'string' ? Buffer.from(input) : input),
+    ...[...CRAFTED, ...MISREAD_BAIT].map(input => typeof input === 'string' ? Buffer.from(input) : input),
     ...sample(doc, 8000).map(text => Buffer.from(text)),
     ...sample(fc.jsonValue(), 2000).map(value => Buffer.from(JSON.stringify(value))),
     ...sample(mutated, 8000).map(text => Buffer.from(text)),
@@ -123,7 +130,5 @@ t.test('the new parser agrees with the old one', async t => {
   t.same(differences.slice(0, 5), [], `seed ${seed}: ${differences.length} of ${documents.length} documents differ`)
   const accepted = want.filter(o => 'value' in o).length
   const reordered = want.filter((o, i) => 'kind' in o && 'kind' in (got[i] as Outcome) && o.kind !== (got[i] as { kind: string }).kind).length
-  const misread = documents.filter((_, i) => (got[i] as { kind?: string }).kind === 'misread')
-  t.ok(misread.every(bytes => bytes.includes('\\')), `${misread.length} refused for a key V8 misread, each with an escape`)
   t.ok(accepted > 5000 && documents.length - accepted > 5000, `${accepted} accepted, ${documents.length - accepted} refused (${reordered} for another reason first)`)
 })

@@ -31,7 +31,20 @@
 //
 // Error positions are UTF-16 code unit offsets into the decoded body.
 
-import { int64Value } from '../../plugins/json-body/int64.js'
+const INT64_MAX = 9223372036854775807n
+const INT64_MIN_MAGNITUDE = 9223372036854775808n
+const SAFE_MAX = BigInt(Number.MAX_SAFE_INTEGER)
+const BEYOND_INT64 = Number.MAX_VALUE
+
+// The value of a whole number given as its significant digits followed by
+// `zeros` zeros.
+function int64Value (negative: boolean, digits: string, zeros: number): number | bigint {
+  if (digits.length + zeros > 19) return negative ? -BEYOND_INT64 : BEYOND_INT64
+  const magnitude = BigInt(digits + '0'.repeat(zeros))
+  if (magnitude > (negative ? INT64_MIN_MAGNITUDE : INT64_MAX)) return negative ? -BEYOND_INT64 : BEYOND_INT64
+  if (magnitude <= SAFE_MAX) return negative ? -Number(magnitude) : Number(magnitude)
+  return negative ? -magnitude : magnitude
+}
 
 export class JsonBodyError extends Error {
   statusCode = 400

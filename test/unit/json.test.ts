@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict'
 import t from 'tap'
 import fc from 'fast-check'
-import { JsonBodyError, MAX_DEPTH, parseJsonBody } from '../../plugins/json-body/json-parser.js'
-import { BEYOND_INT64 } from '../../plugins/json-body/int64.js'
+import { BEYOND_INT64, JsonBodyError, MAX_DEPTH, parseJsonBody } from '../../src/json-body.js'
 
 // The type of the t a subtest callback receives.
 type Test = Parameters<Parameters<typeof t.test>[0]>[0]
@@ -250,17 +249,15 @@ t.test('rule 9: errors name the position where JSON.parse gives one, and never e
   t.same(parse('{"ok":true}'), { ok: true }, 'the parser recovers after an error')
 })
 
-t.test('rule 10: a key V8 misreads is refused, never altered', async t => {
-  // On Node 24 and 26, once an object whose next key after "rule10" is one
-  // backslash has been parsed, V8 reads a one-character escaped key in that
-  // place as the backslash too; Node 22 reads it right.
-  parse('{"rule10":1,"\\u005c":1}')
-  for (const [text, want] of [['{"rule10":2,"\\u0022":2}', { rule10: 2, '"': 2 }], ['{"rule10":3,"\\u0041":3}', { rule10: 3, A: 3 }]] as const) {
-    try {
-      t.same(parse(text), want, text)
-    } catch (err) {
-      t.equal((err as Error).message, 'Body has an escaped key that could not be read exactly', text)
-    }
+t.test('rule 10: a key V8 misreads is read right all the same', async t => {
+  // On Node 24 and 26 before 26.12, once an object whose next key after
+  // "rule10" is one backslash has been parsed, V8 reads a one-character
+  // escaped key in that place as the backslash too; Node 22 reads it right.
+  t.same(parse('{"rule10":1,"\\u005c":1}'), { rule10: 1, '\\': 1 })
+  for (let i = 0; i < 50; i++) {
+    t.same(parse(`{"rule10":${i},"\\u0022":2}`), { rule10: i, '"': 2 })
+    t.same(parse(`{"rule10":${i},"\\u0041":3,"n":{"\\u0041":[${i}]}}`), { rule10: i, A: 3, n: { A: [i] } })
+    t.same(parse(`{"id":${i},"name":"F","\\u0074ag":"t","\\"":1,"x\\u0061":9007199254740993}`), { id: i, name: 'F', tag: 't', '"': 1, xa: 9007199254740993n })
   }
 })
 

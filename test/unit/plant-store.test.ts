@@ -1,7 +1,7 @@
 import t from 'tap'
 import { pino } from 'pino'
 import { setImmediate as tick, setTimeout as sleep } from 'node:timers/promises'
-import { buildApp } from '../../src/app.js'
+import { buildApp } from '../../app.js'
 import type { Db, QueryOptions, Row, Sql } from '../../src/store/db.js'
 import { openPglite } from '../../src/store/pglite.js'
 import { openPostgres } from '../../src/store/postgres.js'

@@ -69,10 +69,8 @@ export interface components {
         "X-Request-Id": string;
         /** @description Seconds to wait before sending the same request again. */
         "Retry-After": number;
-        /** @description The bearer challenge: `Bearer realm="plant-store"`, plus `error="invalid_token"` when a token was sent but is not accepted. */
+        /** @description The bearer challenge (RFC 6750): `Bearer realm="plant-store"`; with `error="invalid_token"` when a token was sent but is not accepted (for a JWT, `error_description` tells an expired token apart), or `error="insufficient_scope", scope="plants:write"` on a 403 when a JWT lacks the scope. */
         "WWW-Authenticate": string;
-        /** @description The methods the path accepts. */
-        Allow: string;
     };
     pathItems: never;
 }
@@ -81,7 +79,10 @@ export interface operations {
     createPlant: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional: an id of yours for this request, echoed in the X-Request-Id answer header and written on its log lines. */
+                "X-Request-Id"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -130,7 +131,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No bearer token, or one the service does not accept. Nothing was stored. Retry only with a valid token. */
+            /** @description No bearer token, or one the service does not accept (an expired JWT says so in WWW-Authenticate's error_description). Nothing was stored. Retry only with a valid token. */
             401: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -147,18 +148,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A method other than POST on /plants (the body is not read). Nothing was stored. Do not retry: use POST. */
-            405: {
+            /** @description The request did not arrive in time (its headers within 10 s, the whole of it within 30 s); the connection is closed. Nothing was stored. Safe to retry, sending the request faster. */
+            408: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
-                    Allow: components["headers"]["Allow"];
                     [name: string]: unknown;
                 };
                 content: {
                     /**
                      * @example {
-                     *       "error": 405,
-                     *       "message": "Method GET is not allowed on /plants; use POST"
+                     *       "error": 408,
+                     *       "message": "Request Timeout"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -207,23 +207,6 @@ export interface operations {
                      * @example {
                      *       "error": 415,
                      *       "message": "Content-Type must be application/json (none was sent)"
-                     *     }
-                     */
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description This caller (a static token's name, a JWT's client_id) has made as many creates this minute as the service allows (only when the service is configured with a limit; the body is not read). Nothing was stored. Safe to retry after the Retry-After delay, when the caller's minute is over. */
-            429: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "Retry-After": components["headers"]["Retry-After"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "error": 429,
-                     *       "message": "Too many creates: this caller may make 600 a minute; retry after the Retry-After delay"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];

@@ -2,7 +2,6 @@ import type { IncomingMessage } from 'node:http'
 import { randomUUID } from 'node:crypto'
 import { isSpanContextValid } from '@opentelemetry/api'
 import { parseTraceParent } from '@opentelemetry/core'
-import type { FastifyRequest, FastifyReply, FastifyServerOptions } from 'fastify'
 
 // The request id and a traceparent's trace id, on every log line whether or
 // not spans are exported (docs/operations.md, "Logs" and "Traces").
@@ -28,19 +27,4 @@ export function traceIdOf (header: string | string[] | undefined): string | unde
   if (typeof header !== 'string') return undefined
   const parent = parseTraceParent(header)
   return parent !== null && isSpanContextValid(parent) ? parent.traceId : undefined
-}
-
-// Fastify's childLoggerFactory: trace_id bound when the caller sent one.
-export const childLoggerWithTraceId: NonNullable<FastifyServerOptions['childLoggerFactory']> = function (logger, bindings, opts, rawReq: IncomingMessage) {
-  const traceId = traceIdOf(rawReq.headers.traceparent)
-  return logger.child(traceId === undefined ? bindings : { ...bindings, [TRACE_ID_FIELD]: traceId }, opts)
-}
-
-// The request started a trace of its own (no traceparent came): its log
-// lines from here on carry that trace id.
-export function bindTraceId (request: FastifyRequest, reply: FastifyReply, traceId: string): void {
-  if (traceIdOf(request.headers.traceparent) === traceId) return
-  const log = request.log.child({ [TRACE_ID_FIELD]: traceId })
-  request.log = log
-  reply.log = log
 }

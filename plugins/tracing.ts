@@ -6,9 +6,9 @@ import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace
 import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto'
 import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
 import type { FastifyInstance } from 'fastify'
-import type { Config } from '../../src/config.js'
-import { bindTraceId } from '../logging/request-ids.js'
-import type { PlantRecord, StoreObserver } from '../../src/store/plant-store.js'
+import type { Config } from '../src/config.js'
+import { TRACE_ID_FIELD, traceIdOf } from '../src/request-ids.js'
+import type { PlantRecord, StoreObserver } from '../src/store/plant-store.js'
 
 export interface TracingOptions { tracing: NonNullable<Config['tracing']> }
 
@@ -35,8 +35,11 @@ async function tracingPlugin (fastify: FastifyInstance, opts: TracingOptions): P
   // its trace here (a traceparent's id is bound from the first line on).
   fastify.addHook('onRequest', (request, reply, done) => {
     const ctx = request.opentelemetry().context
-    const span = ctx === null ? undefined : trace.getSpan(ctx)
-    if (span !== undefined) bindTraceId(request, reply, span.spanContext().traceId)
+    const traceId = ctx === null ? undefined : trace.getSpan(ctx)?.spanContext().traceId
+    if (traceId !== undefined && traceIdOf(request.headers.traceparent) !== traceId) {
+      request.log = request.log.child({ [TRACE_ID_FIELD]: traceId })
+      reply.log = request.log
+    }
     done()
   })
   // Runs the handler, synchronously from done(), inside the request span's
@@ -74,13 +77,13 @@ function databaseSpans (tracer: Tracer, database: 'postgres' | 'pglite'): StoreO
     },
     batchStarted (batch) {
       const attributes = { ...write, 'plant_store.batch.id': batch.id, 'plant_store.batch.size': batch.creates.length }
-      for (const { plant } of batch.creates) {
+      for (const { item: plant } of batch.creates) {
         const parent = parents.get(plant)
         if (parent !== undefined) spans.set(plant, tracer.startSpan('plant_store.write', { attributes }, parent))
       }
     },
     batchFinished (batch, failure) {
-      for (const { plant } of batch.creates) {
+      for (const { item: plant } of batch.creates) {
         const span = spans.get(plant)
         if (span === undefined) continue
         // The error's name only: a database message can quote plant data.

@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import type { AnswerKind, StoreObserver, WriterStats } from '../../src/store/plant-store.js'
-import type { PoolStats } from '../../src/store/db.js'
+import type { AnswerKind, StoreObserver, WriterStats } from './store/plant-store.js'
+import type { PoolStats } from './store/db.js'
 
 // What GET /metrics shows, in a registry of the service's own; each metric is
 // explained in docs/operations.md, "Metrics".

@@ -1,18 +1,19 @@
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import type { Config } from './config.js'
-import { serverOptions, type ServerTimeouts } from '../plugins/http-edge/server-options.js'
-import rateLimitPlugin from '../plugins/rate-limit.js'
-import httpEdge from '../plugins/http-edge/index.js'
-import jsonBody from '../plugins/json-body/index.js'
-import dbPlugin, { type DbPluginOptions } from '../plugins/db.js'
-import authPlugin, { staticCallerCount } from '../plugins/auth.js'
-import { AccessTokens } from './jwt-verification.js'
-import docsPlugin from '../plugins/docs.js'
-import loadShedding from '../plugins/load-shedding.js'
-import resourceMetadata from '../plugins/resource-metadata.js'
-import plantsRoutes from '../routes/plants.js'
-import healthRoutes from '../routes/health.js'
+import type { Config } from './src/config.js'
+import { AccessTokens } from './src/jwt-verification.js'
+import accessLog, { loggingOptions } from './plugins/access-log.js'
+import authPlugin, { staticCallerCount } from './plugins/auth.js'
+import dbPlugin, { type DbPluginOptions } from './plugins/db.js'
+import docsPlugin from './plugins/docs.js'
+import errorAnswers, { frameworkErrorHandler } from './plugins/error-answers.js'
+import httpEdge, { edgeOptions, type ServerTimeouts } from './plugins/http-edge.js'
+import jsonBody from './plugins/json-body.js'
+import loadShedding from './plugins/load-shedding.js'
+import rateLimitPlugin from './plugins/rate-limit.js'
+import healthRoutes from './routes/health.js'
+import plantsRoutes from './routes/plants.js'
+import resourceMetadata from './routes/resource-metadata.js'
 
 export interface AppOptions {
   config: Config
@@ -25,28 +26,31 @@ export interface AppOptions {
   writer?: DbPluginOptions['writer']
 }
 
-// The whole service, built the same way for the server and for tests.
+// The whole service, built the same way for the server and for tests: the
+// plugins, then the routes, in the order a request meets them
+// (docs/architecture.md, "A request's path").
 export async function buildApp ({ config, logger = false, background, timeouts, writer }: AppOptions): Promise<FastifyInstance> {
-  const app = Fastify(serverOptions(config, { logger, timeouts })).withTypeProvider<TypeBoxTypeProvider>()
+  const app = Fastify({
+    ...edgeOptions(config, timeouts),
+    ...loggingOptions(logger),
+    // Errors raised before routing (a URL that does not decode), in the Error shape.
+    frameworkErrors: frameworkErrorHandler
+  }).withTypeProvider<TypeBoxTypeProvider>()
 
-  // In the order a request meets them (docs/architecture.md, "A request's path").
+  await app.register(accessLog)
   // Spans first, so the request span covers every hook. Telemetry is imported
   // only when configured: its SDKs hold memory a service without it should not carry.
   if (config.tracing !== undefined) {
-    await app.register((await import('../plugins/telemetry/tracing-plugin.js')).default, { tracing: config.tracing })
+    await app.register((await import('./plugins/tracing.js')).default, { tracing: config.tracing })
   }
   if (config.metricsPort !== undefined) {
-    await app.register((await import('../plugins/telemetry/metrics-plugin.js')).default, { port: config.metricsPort, host: config.host })
+    await app.register((await import('./plugins/metrics.js')).default, { port: config.metricsPort, host: config.host })
   }
-
-  // The edge's hooks before every route's; the database before its routes.
+  await app.register(errorAnswers)
   await app.register(httpEdge)
   await app.register(jsonBody)
-  await app.register(dbPlugin, {
-    config,
-    ...(background === undefined ? {} : { background }),
-    ...(writer === undefined ? {} : { writer })
-  })
+  await app.register(dbPlugin, { config, background, writer })
+
   // Docs before the routes, so swagger sees them; outside the API context, so public.
   const accessTokens = config.auth === undefined ? undefined : new AccessTokens(config.auth)
   const tokenUrl = config.auth?.tokenUrl
@@ -55,17 +59,19 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
   })
   await app.register(healthRoutes)
   if (config.auth !== undefined) await app.register(resourceMetadata, { auth: config.auth })
-  // One encapsulated context: auth guards exactly the API routes, and the
-  // rate limit counts authenticated creates.
+  // One encapsulated context: auth guards exactly the API routes, overload is
+  // shed only there (probes and docs always answer), and the rate limit
+  // counts authenticated creates.
   await app.register(async (api) => {
     await api.register(authPlugin, { tokens: config.apiTokens, names: config.tokenNames, accessTokens })
-    // Overload is shed before a body is read, and only here: probes and docs always answer.
     await api.register(loadShedding, { bodyLimit: config.bodyLimit })
     if (config.rateLimitPerMinute !== undefined) {
       const callers = staticCallerCount(config.apiTokens, config.tokenNames) + (config.auth?.maxClients ?? 0)
       await api.register(rateLimitPlugin, { perMinute: config.rateLimitPerMinute, callers })
     }
-    await api.register(plantsRoutes)
+    await api.register(plantsRoutes, {
+      configured: [...(config.auth === undefined ? [] : ['issuer' as const]), ...(config.rateLimitPerMinute === undefined ? [] : ['rate-limit' as const])]
+    })
   })
   return app
 }

@@ -1,11 +1,20 @@
 import closeWithGrace from 'close-with-grace'
-import { ConfigError, loadConfig, preparePgliteDataDir } from '../config.js'
-import { buildApp } from '../app.js'
-import { EXAMPLE_PLANT } from '../schemas.js'
-import { flushLog, logDestination, loggerOptions } from '../../plugins/logging/logger.js'
-import { closeWithinGrace, SHUTDOWN_HARD_LIMIT_MS } from '../../plugins/http-edge/shutdown.js'
+import type { FastifyInstance } from 'fastify'
+import { ConfigError, loadConfig, preparePgliteDataDir } from './src/config.js'
+import { buildApp } from './app.js'
+import { EXAMPLE_PLANT } from './src/schemas.js'
+import { flushLog, logDestination, loggerOptions } from './src/logger.js'
 
-// Log lines are written in the background (plugins/logging/logger.ts):
+// The only file that listens: builds the app, listens, and closes it on a
+// signal. In-flight requests get SHUTDOWN_GRACE_MS after SIGTERM/SIGINT, well
+// inside `docker stop`'s 10 s; a client cut off after it got no answer, so it
+// retries (creates are idempotent) and nothing it was told is lost.
+const SHUTDOWN_GRACE_MS = 5_000
+// Last resort if closing hangs even with every connection gone (close-with-
+// grace then exits 1): still inside the engine's 10 s.
+const SHUTDOWN_HARD_LIMIT_MS = 8_000
+
+// Log lines are written in the background (src/logger.ts):
 // every way out of the process below waits for them first.
 const logs = logDestination()
 
@@ -45,7 +54,7 @@ const graceLogger = { error: (msg: unknown) => app.log.error(msg instanceof Erro
 closeWithGrace({ delay: SHUTDOWN_HARD_LIMIT_MS, logger: graceLogger }, async ({ signal, err }) => {
   if (err !== undefined) app.log.error({ err }, 'closing after an error')
   else app.log.info({ signal }, 'shutting down: finishing in-flight requests')
-  await closeWithinGrace(app)
+  await closeWithinGrace(app, SHUTDOWN_GRACE_MS)
   app.log.info('stopped')
   // close-with-grace exits as soon as this resolves.
   await flushLog(logs)
@@ -68,4 +77,19 @@ try {
   await app.close().catch(() => {})
   await flushLog(logs)
   process.exit(1)
+}
+
+// app.close(), bounded: past graceMs the remaining connections are closed so
+// the server's close, and then the database's, can finish. A request that
+// arrives meanwhile is refused (plugins/http-edge.ts).
+async function closeWithinGrace (app: FastifyInstance, graceMs: number): Promise<void> {
+  const timer = setTimeout(() => {
+    app.log.warn({ graceMs }, 'drain bound reached: closing the remaining connections')
+    app.server.closeAllConnections()
+  }, graceMs)
+  try {
+    await app.close()
+  } finally {
+    clearTimeout(timer)
+  }
 }

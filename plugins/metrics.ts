@@ -3,8 +3,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { once } from 'node:events'
 import type { AddressInfo } from 'node:net'
 import type { FastifyInstance } from 'fastify'
-import { createMetrics, UNMATCHED_ROUTE, type Metrics } from './metrics.js'
-import { errorBody, JSON_CONTENT_TYPE } from '../error-answers.js'
+import { createMetrics, UNMATCHED_ROUTE, type Metrics } from '../src/metrics.js'
+import { errorBody, JSON_CONTENT_TYPE } from '../src/http-error.js'
 
 // METRICS_PORT (0: any free port) on HOST.
 export interface MetricsOptions { port: number, host: string }
@@ -62,4 +62,4 @@ function sendJsonError (res: ServerResponse, status: number, message: string, he
   res.end(body)
 }
 
-export default fp(metricsPlugin, { name: 'metrics', fastify: '5.x' })
+export default fp(metricsPlugin, { name: 'metrics', fastify: '5.x', dependencies: ['access-log'] })
