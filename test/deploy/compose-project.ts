@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { stripVTControlCharacters } from 'node:util'
 import { request } from '../support/http.js'
 import { jsonLines, root } from '../support/processes.js'
+import type { Answer } from './create-load.js'
 import { docker, dockerOk, type Run } from './docker.js'
 
 // A compose project of the compose test: a fresh copy of the checkout, run
@@ -17,10 +18,15 @@ export const PROJECT_PREFIX = 'plant-store-test-compose-'
 // The CI engine's containers reach no outside network; the build needs the registry.
 export const BUILD_NETWORK = 'test/deploy/compose.build-network.yml'
 
-export interface Project { name: string, dir: string, port: number, files: string[] }
+// prometheusPort: PROMETHEUS_PORT, which docker-compose.monitoring.yml reads.
+export interface Project { name: string, dir: string, port: number, files: string[], prometheusPort?: number }
 
-export const projectEnv = (p: Project): Record<string, string> =>
-  ({ COMPOSE_PROJECT_NAME: p.name, COMPOSE_FILE: p.files.join(':'), PLANT_STORE_PORT: String(p.port) })
+export const projectEnv = (p: Project): Record<string, string> => ({
+  COMPOSE_PROJECT_NAME: p.name,
+  COMPOSE_FILE: p.files.join(':'),
+  PLANT_STORE_PORT: String(p.port),
+  ...(p.prometheusPort === undefined ? {} : { PROMETHEUS_PORT: String(p.prometheusPort) })
+})
 
 export async function compose (p: Project, args: string[], timeoutMs = 120_000): Promise<Run> {
   return await docker(['compose', '--ansi', 'never', ...args], timeoutMs, { cwd: p.dir, env: projectEnv(p) })
@@ -34,13 +40,15 @@ export async function composeOk (p: Project, args: string[], timeoutMs?: number)
   return stripVTControlCharacters(run.stdout)
 }
 
-// A shell script run in the project's directory with the project's variables.
-export async function shell (p: Project, script: string, timeoutMs = 600_000): Promise<Run> {
+// A shell script run in the project's directory with the project's variables;
+// onStdout sees its output as it comes.
+export async function shell (p: Project, script: string, timeoutMs = 600_000, onStdout?: (chunk: string) => void): Promise<Run> {
   const started = performance.now()
   return await new Promise((resolve) => {
-    execFile('bash', ['-euo', 'pipefail', '-c', script], { cwd: p.dir, env: { ...process.env, ...projectEnv(p) }, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
+    const child = execFile('bash', ['-euo', 'pipefail', '-c', script], { cwd: p.dir, env: { ...process.env, ...projectEnv(p) }, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
       resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr, ms: performance.now() - started })
     })
+    if (onStdout !== undefined) child.stdout?.on('data', (chunk: Buffer | string) => onStdout(chunk.toString()))
   })
 }
 
@@ -51,7 +59,7 @@ export interface Container {
   State: string
   Health: string
   ExitCode: number
-  Publishers: Array<{ PublishedPort: number }> | null
+  Publishers: Array<{ URL: string, PublishedPort: number }> | null
 }
 
 // `docker compose ps` prints one JSON object a line (an array in some releases).
@@ -59,6 +67,11 @@ export async function containers (p: Project): Promise<Container[]> {
   const out = (await composeOk(p, ['ps', '-a', '--format', 'json'])).trim()
   if (out === '') return []
   return out.startsWith('[') ? JSON.parse(out) as Container[] : out.split('\n').map((l) => JSON.parse(l) as Container)
+}
+
+// The ids of a service's running containers.
+export async function runningIds (p: Project, service: string): Promise<string[]> {
+  return (await composeOk(p, ['ps', '-q', service])).split('\n').filter((l) => l !== '')
 }
 
 // Until `count` containers of each service run, and those with a healthcheck are healthy.
@@ -91,19 +104,21 @@ export async function leftovers (name: string): Promise<string[]> {
   return [...l.containers.map((c) => `container ${c}`), ...l.volumes.map((v) => `volume ${v}`), ...l.networks.map((n) => `network ${n}`)]
 }
 
-// Everything of the project, its built image too, by the engine's labels (no
+// Everything of the project, the images it built too (compose labels them:
+// a rollout leaves the replaced one untagged), by the engine's labels (no
 // compose file needed, so it also clears what a killed run left).
 export async function removeProject (name: string): Promise<void> {
   const l = await labelled(name)
   if (l.containers.length > 0) await docker(['rm', '-f', '-v', ...l.containers])
   if (l.volumes.length > 0) await docker(['volume', 'rm', '-f', ...l.volumes])
   if (l.networks.length > 0) await docker(['network', 'rm', ...l.networks])
-  await docker(['image', 'rm', `${name}-app`])
+  const images = (await dockerOk(['image', 'ls', '--filter', `label=com.docker.compose.project=${name}`, '--format', '{{.ID}}'])).split('\n').filter((l) => l !== '')
+  if (images.length > 0) await docker(['image', 'rm', ...new Set(images)])
 }
 
 export async function removeDeadProjects (): Promise<void> {
   const label = ['--filter', 'label=com.docker.compose.project', '--format', '{{.Label "com.docker.compose.project"}}']
-  const out = await Promise.all([['ps', '-a'], ['volume', 'ls'], ['network', 'ls']].map(async (list) => await dockerOk([...list, ...label])))
+  const out = await Promise.all([['ps', '-a'], ['volume', 'ls'], ['network', 'ls'], ['image', 'ls']].map(async (list) => await dockerOk([...list, ...label])))
   const names = new Set(out.join('\n').split('\n').filter((n) => n.startsWith(PROJECT_PREFIX)))
   for (const name of names) {
     const pid = Number(name.slice(PROJECT_PREFIX.length).split('-')[0])
@@ -152,4 +167,33 @@ export async function create (c: Client, reqId: string, body: object, token: str
   if (token !== null) headers.authorization = `Bearer ${token}`
   const answer = await request(`http://127.0.0.1:${c.project.port}/plants`, { method: 'POST', headers, body: JSON.stringify(body), timeoutMs: 60_000 })
   return { status: answer.status, body: answer.body }
+}
+
+export interface LoadOutcome {
+  // By status; an answer that never came by its error too (`0 ECONNRESET`).
+  byAnswer: Record<string, number>
+  acknowledged: number
+  stored: number
+  // Creates answered 200 that are not in the table.
+  lost: number[]
+}
+
+export async function storedAfterLoad (p: Project, answers: Answer[], tag: string): Promise<LoadOutcome> {
+  const byAnswer: Record<string, number> = {}
+  for (const a of answers) {
+    const key = a.error === undefined ? String(a.status) : `${a.status} ${a.error}`
+    byAnswer[key] = (byAnswer[key] ?? 0) + 1
+  }
+  const acknowledged = answers.filter((a) => a.status === 200).map((a) => a.id)
+  const stored = new Set(await sql(p, `SELECT id FROM plants WHERE tag = '${tag}'`))
+  return { byAnswer, acknowledged: acknowledged.length, stored: stored.size, lost: acknowledged.filter((id) => !stored.has(String(id))) }
+}
+
+// What nginx logged about replicas it could not use (each request passed to
+// the next), by kind; since: an RFC 3339 time.
+export async function proxyPassedOn (p: Project, since?: string): Promise<Record<string, number>> {
+  const log = await composeOk(p, ['logs', '--no-color', '--no-log-prefix', ...(since === undefined ? [] : ['--since', since]), 'proxy'])
+  const kinds: Record<string, number> = {}
+  for (const m of log.matchAll(/\[(?:error|warn)\][^*]*\*\d+ ([^,]*upstream[^,]*)/g)) kinds[m[1] as string] = (kinds[m[1] as string] ?? 0) + 1
+  return kinds
 }

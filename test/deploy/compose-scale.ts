@@ -4,14 +4,21 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { migrationVersions } from '../support/postgres.js'
 import { jsonLines } from '../support/processes.js'
-import { accessLines, compose, composeOk, containers, create, sql, waitHealthy, type AccessLine, type Client, type Project } from './compose-project.js'
+import {
+  accessLines, compose, containers, create, proxyPassedOn, runningIds, sql, storedAfterLoad, waitHealthy, type AccessLine, type Client, type Project
+} from './compose-project.js'
+import { alertWhenDatabaseStops, scrapesEveryReplica } from '../support/compose-monitoring.js'
+import { rolloutUnderLoad } from '../support/compose-rollout.js'
 import { startCreateLoad } from './create-load.js'
 import { docker, dockerOk } from './docker.js'
 
-// Three replicas behind nginx, started by the README's scale command: the
-// proxy spreads creates over all of them, a race on one id through it stores
-// one plant, the migrations run once, and a replica stopped under load loses
-// no acknowledged create (the proxy passes what it could not answer to another).
+// Three replicas behind nginx and Prometheus, started by the README's scale
+// command: the proxy spreads creates over all of them, a race on one id
+// through it stores one plant, the migrations run once, Prometheus scrapes
+// every replica, deploy/rollout.sh replaces them under load with no failed
+// request, a replica stopped under load loses no acknowledged create (the
+// proxy passes what it could not answer to another), and an alert is pending
+// soon after the database stops.
 
 const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`
 const SPREAD = 60
@@ -19,9 +26,8 @@ const RACE_IDS = 20
 const LOAD = { creates: 400, connections: 8, stopAfter: 100 }
 
 async function replicaLogs (p: Project): Promise<Map<string, string>> {
-  const ids = (await composeOk(p, ['ps', '-q', 'app'])).split('\n').filter((l) => l !== '')
   const logs = new Map<string, string>()
-  for (const id of ids) logs.set(id, (await dockerOk(['logs', id])))
+  for (const id of await runningIds(p, 'app')) logs.set(id, (await dockerOk(['logs', id])))
   return logs
 }
 
@@ -66,6 +72,7 @@ async function migratedOnce (t: Test, p: Project): Promise<void> {
 
 // The load through the proxy; one replica gets `docker stop` once a quarter is answered.
 async function stopUnderLoad (t: Test, c: Client): Promise<void> {
+  const since = new Date().toISOString()
   const load = startCreateLoad({
     url: `http://127.0.0.1:${c.project.port}`,
     token: c.token,
@@ -81,7 +88,7 @@ async function stopUnderLoad (t: Test, c: Client): Promise<void> {
     while (load.answers.length < n && performance.now() < until) await sleep(50)
   }
   // The victim is chosen before the wait, so the stop follows it at once.
-  const victim = (await composeOk(c.project, ['ps', '-q', 'app'])).split('\n')[0] as string
+  const victim = (await runningIds(c.project, 'app'))[0] as string
   await waitFor(LOAD.stopAfter)
   const stopBegan = performance.now()
   const stop = await docker(['stop', victim], 60_000)
@@ -96,20 +103,12 @@ async function stopUnderLoad (t: Test, c: Client): Promise<void> {
   const inFlightAtStop = all.filter((a) => a.sentAt < stopBegan && a.doneAt > stopBegan).length
   t.ok(inFlightAtStop > 0, `stopped under load (${inFlightAtStop} creates in flight as it began; ${answeredAtStop} of ${LOAD.creates} answered once it returned)`)
 
-  const acknowledged = all.filter((a) => a.status === 200).map((a) => a.id)
-  const stored = new Set(await sql(c.project, "SELECT id FROM plants WHERE tag = 'stop'"))
-  const lost = acknowledged.filter((id) => !stored.has(String(id)))
-  const byStatus: Record<string, number> = {}
-  for (const a of all) byStatus[a.status] = (byStatus[a.status] ?? 0) + 1
-  t.comment(`stopped replica under ${LOAD.creates} creates, ${LOAD.connections} at a time: ${JSON.stringify(byStatus)}; acknowledged ${acknowledged.length}, stored ${stored.size}, lost ${lost.length}`)
-  // What nginx logged about replicas it could not use (each passed to the next).
-  const proxyLog = await composeOk(c.project, ['logs', '--no-color', '--no-log-prefix', 'proxy'])
-  const kinds: Record<string, number> = {}
-  for (const m of proxyLog.matchAll(/\[(?:error|warn)\][^*]*\*\d+ ([^,]*upstream[^,]*)/g)) kinds[m[1] as string] = (kinds[m[1] as string] ?? 0) + 1
-  t.comment(`nginx passed on: ${JSON.stringify(kinds)}`)
+  const { byAnswer, acknowledged, stored, lost } = await storedAfterLoad(c.project, all, 'stop')
+  t.comment(`stopped replica under ${LOAD.creates} creates, ${LOAD.connections} at a time: ${JSON.stringify(byAnswer)}; acknowledged ${acknowledged}, stored ${stored}, lost ${lost.length}`)
+  t.comment(`nginx passed on: ${JSON.stringify(await proxyPassedOn(c.project, since))}`)
   t.equal(all.length, LOAD.creates, 'every create was sent and answered or failed')
   t.same(lost, [], 'no acknowledged create is lost')
-  t.ok(acknowledged.length > 0, 'creates were acknowledged')
+  t.ok(acknowledged > 0, 'creates were acknowledged')
 }
 
 export async function scaleTests (t: Test, p: Project): Promise<void> {
@@ -119,14 +118,17 @@ export async function scaleTests (t: Test, p: Project): Promise<void> {
   t.ok(readme.includes(command), 'the README gives the scale command')
   const up = await compose(p, ['up', '-d', '--build', '--scale', 'app=3'], 600_000)
   t.equal(up.code, 0, `up --scale app=3 (${secs(up.ms)})${up.code === 0 ? '' : `\n${up.stderr.slice(-4000)}`}`)
-  t.pass(`three replicas healthy, the proxy running ${secs(await waitHealthy(p, { app: 3, db: 1, proxy: 1 }))} later`)
+  t.pass(`three replicas healthy, the proxy and Prometheus running ${secs(await waitHealthy(p, { app: 3, db: 1, proxy: 1, prometheus: 1 }))} later`)
   t.notOk((await containers(p)).some((c) => c.Service === 'app' && (c.Publishers ?? []).some((x) => x.PublishedPort !== 0)), 'no replica publishes a port')
 
   const c: Client = { project: p, token, sent: [] }
   await migratedOnce(t, p)
   await spread(t, c)
   await race(t, c)
+  await scrapesEveryReplica(t, p)
+  await rolloutUnderLoad(t, c)
   await stopUnderLoad(t, c)
+  await alertWhenDatabaseStops(t, p)
   const down = await compose(p, ['down', '-v'], 60_000)
   t.equal(down.code, 0, `down -v (${secs(down.ms)})`)
 }

@@ -1,7 +1,8 @@
 // docker compose on a real engine: `npm run test:compose` (not part of
 // `npm test`). What a user does with a fresh clone, the README's compose
-// steps as written, then three replicas behind the proxy of
-// docker-compose.scale.yml. The engine comes from docker-up (see docker.ts);
+// steps as written, the alert rules' tests, then three replicas behind the
+// proxy of docker-compose.scale.yml with docker-compose.monitoring.yml:
+// a rollout under load, and an alert once the database stops. The engine comes from docker-up (see docker.ts);
 // without one, this says why and runs nothing.
 import t, { type Test } from 'tap'
 import { execFile } from 'node:child_process'
@@ -16,6 +17,7 @@ import {
   removeDeadProjects, removeProject, shell, waitHealthy, type Client, type Project
 } from './compose-project.js'
 import { scaleTests } from './compose-scale.js'
+import { MONITORING_FILE, ruleTests } from '../support/compose-monitoring.js'
 
 const exec = promisify(execFile)
 const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`
@@ -98,7 +100,7 @@ async function singleTests (t: Test, c: Client): Promise<void> {
 }
 
 const started = performance.now()
-const engine = dockerUp(imagesNamed(['docker-compose.yml', 'docker-compose.scale.yml']))
+const engine = dockerUp(imagesNamed(['docker-compose.yml', 'docker-compose.scale.yml', MONITORING_FILE]))
 if (!engine.ok) {
   t.comment(`no Docker engine: ${engine.reason}`)
   t.plan(0, `no Docker engine, nothing run: ${engine.reason}`)
@@ -123,8 +125,10 @@ if (!engine.ok) {
     const project = { name, dir, port: await freePort(), files: ['docker-compose.yml', BUILD_NETWORK] }
     await singleTests(t, { project, token: '', sent: [] })
   })
-  t.test('three replicas behind the proxy', async (t) => {
-    const project = { name, dir, port: await freePort(), files: ['docker-compose.yml', 'docker-compose.scale.yml', BUILD_NETWORK] }
+  t.test('the alert rules under promtool', async (t) => { await ruleTests(t, dir) })
+  t.test('three replicas behind the proxy, with monitoring', async (t) => {
+    const files = ['docker-compose.yml', 'docker-compose.scale.yml', MONITORING_FILE, BUILD_NETWORK]
+    const project = { name, dir, port: await freePort(), prometheusPort: await freePort(), files }
     await scaleTests(t, project)
   })
 }

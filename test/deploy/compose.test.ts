@@ -13,7 +13,7 @@ import { root } from '../support/processes.js'
 // (no engine needed): valid against the Compose Specification's JSON schema
 // as the maintained dclint package ships it, lint-clean, and nothing secret
 // in them. Running them for real is `npm run test:compose`.
-const FILES = ['docker-compose.yml', 'docker-compose.scale.yml', 'test/deploy/compose.build-network.yml']
+const FILES = ['docker-compose.yml', 'docker-compose.scale.yml', 'docker-compose.monitoring.yml', 'test/deploy/compose.build-network.yml']
 
 interface Service {
   environment?: Record<string, string | number | null>
@@ -97,11 +97,34 @@ t.test('no secret in plain text', async (t) => {
   }
 })
 
-t.test('metrics: METRICS_PORT on the app, on the compose network only, with a scrape example', async (t) => {
+t.test('metrics: METRICS_PORT on the app, on the compose network only, scraped by the monitoring file', async (t) => {
   const metricsPort = env(app).METRICS_PORT
   t.match(metricsPort, /^\d+$/, 'METRICS_PORT is set')
   t.not(metricsPort, env(app).PORT ?? '3000', 'never the API port')
   t.notOk((app.ports ?? []).some((p) => p.endsWith(`:${metricsPort ?? ''}`)), 'not published on the host')
-  t.match(text('docker-compose.yml'), /#\s+scrape_configs:/, 'a commented Prometheus scrape example')
-  t.match(text('docker-compose.yml'), new RegExp(`#\\s+port: ${metricsPort ?? ''}\\b`), 'scraping the same port')
+  t.match(text('docker-compose.yml'), /docker-compose\.monitoring\.yml/, 'docker-compose.yml points at the monitoring file')
+  const prometheus = parse(text('deploy/prometheus/prometheus.yml')) as { scrape_configs: Array<{ dns_sd_configs: Array<{ names: string[], type: string, port: number }> }> }
+  t.match(prometheus.scrape_configs[0]?.dns_sd_configs[0], { names: ['app'], type: 'A', port: Number(metricsPort) }, 'Prometheus finds every replica by DNS, on METRICS_PORT')
+  const published = read('docker-compose.monitoring.yml').services.prometheus?.ports ?? []
+  t.equal(published.length, 1, 'Prometheus publishes one port')
+  t.match(published[0], /^127\.0\.0\.1:\$\{PROMETHEUS_PORT:-9090\}:9090$/, 'on loopback only')
+})
+
+interface Rule { alert?: string, for?: string, annotations?: Record<string, string> }
+interface RuleTest { alertname: string, exp_alerts: unknown[] }
+
+t.test('alert rules: each says what to do and has promtool tests of firing and of quiet', async (t) => {
+  const rules = (parse(text('deploy/prometheus/alerts.yml')) as { groups: Array<{ rules: Rule[] }> }).groups.flatMap((g) => g.rules)
+  const tests = (parse(text('deploy/prometheus/alerts.test.yml')) as { tests: Array<{ alert_rule_test: RuleTest[] }> }).tests.flatMap((x) => x.alert_rule_test)
+  const operations = text('docs/operations.md')
+  const headings = [...operations.matchAll(/^#+ (.+)$/gm)].map((m) => `docs/operations.md#${(m[1] as string).toLowerCase().replaceAll(/[^\w\- ]/g, '').replaceAll(' ', '-')}`)
+  t.ok(rules.length >= 7, `${rules.length} alerts`)
+  for (const { alert, for: wait, annotations } of rules) {
+    t.match(wait, /^\d+m$/, `${alert ?? ''}: waits (for)`)
+    t.match(annotations, { summary: /\w/, description: /\w/ }, `${alert ?? ''}: a summary and a description`)
+    t.ok(headings.includes(annotations?.runbook ?? ''), `${alert ?? ''}: its runbook is a section of docs/operations.md`)
+    t.match(operations, `| \`${alert ?? ''}\` |`, `${alert ?? ''}: docs/operations.md says what to do`)
+    const mine = tests.filter((x) => x.alertname === alert)
+    t.ok(mine.some((x) => x.exp_alerts.length > 0) && mine.some((x) => x.exp_alerts.length === 0), `${alert ?? ''}: tested firing and quiet`)
+  }
 })

@@ -11,6 +11,8 @@ export interface Answer {
   tag: string
   // 0: no HTTP answer at all (the connection failed).
   status: number
+  // Why there was none (ECONNRESET, ECONNREFUSED, a timeout's message).
+  error?: string
   sentAt: number
   doneAt: number
 }
@@ -45,14 +47,14 @@ export function startCreateLoad (o: CreateLoadOptions): CreateLoad {
       const id = o.firstId + sent++
       const name = `ha-${o.tag}-${id}`
       const sentAt = performance.now()
-      const status = await request(`${o.url}/plants`, {
+      const answer = await request(`${o.url}/plants`, {
         method: 'POST',
         agent,
         timeoutMs: o.answerTimeoutMs,
         headers: { authorization: `Bearer ${o.token}`, 'content-type': 'application/json' },
         body: JSON.stringify({ id, name, tag: o.tag })
-      }).then((a) => a.status, () => 0)
-      answers.push({ id, name, tag: o.tag, status, sentAt, doneAt: performance.now() })
+      }).then((a) => ({ status: a.status }), (err: NodeJS.ErrnoException) => ({ status: 0, error: err.code ?? err.message }))
+      answers.push({ id, name, tag: o.tag, ...answer, sentAt, doneAt: performance.now() })
     }
   }
   const done = Promise.all(Array.from({ length: o.connections }, client)).finally(() => agent.destroy())

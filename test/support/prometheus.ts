@@ -38,3 +38,20 @@ export function metricsUrlOf (logLines: string[]): string {
   }
   throw new Error('the service did not log where metrics are served')
 }
+
+// Prometheus's HTTP API (`/api/v1/…`), as the compose test reads it.
+export interface Target { labels: Record<string, string>, health: string, scrapeUrl: string, lastError: string }
+export interface Alert { labels: Record<string, string>, state: 'pending' | 'firing', activeAt: string }
+
+async function api<T> (base: string, path: string): Promise<T> {
+  const res = await fetch(`${base}/api/v1/${path}`, { signal: AbortSignal.timeout(5000) })
+  if (!res.ok) throw new Error(`GET ${path}: ${res.status} ${await res.text()}`)
+  return ((await res.json()) as { data: T }).data
+}
+
+export const activeTargets = async (base: string): Promise<Target[]> =>
+  (await api<{ activeTargets: Target[] }>(base, 'targets?state=active')).activeTargets
+
+// Pending and firing alerts.
+export const activeAlerts = async (base: string): Promise<Alert[]> =>
+  (await api<{ alerts: Alert[] }>(base, 'alerts')).alerts
