@@ -1,6 +1,6 @@
 import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
-import { ConfigError, loadConfig, preparePgliteDataDir } from './src/config.js'
+import { checkHost, ConfigError, listenError, loadConfig, preparePgliteDataDir } from './src/config.js'
 import { buildApp } from './app.js'
 import { EXAMPLE_PLANT } from './src/schemas.js'
 import { flushLog, logDestination, loggerOptions } from './src/logger.js'
@@ -27,6 +27,7 @@ let loaded: ReturnType<typeof loadConfig>
 try {
   loaded = loadConfig()
   preparePgliteDataDir(loaded.config.database)
+  await checkHost(loaded.config.host)
 } catch (err) {
   if (err instanceof ConfigError) fail(err.message)
   throw err
@@ -73,10 +74,12 @@ try {
     )
   }
 } catch (err) {
+  // The metrics listener names its own variable; anything else is the API's.
+  const refusal = err instanceof ConfigError ? err : listenError('PORT', config.host, config.port, err)
   app.log.fatal({ err }, 'cannot listen')
   await app.close().catch(() => {})
   await flushLog(logs)
-  process.exit(1)
+  fail(refusal.message)
 }
 
 // app.close(), bounded: past graceMs the remaining connections are closed so

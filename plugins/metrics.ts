@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import { createMetrics, UNMATCHED_ROUTE, type Metrics } from '../src/metrics.js'
 import { errorBody, JSON_CONTENT_TYPE } from '../src/http-error.js'
+import { listenError } from '../src/config.js'
 
 // METRICS_PORT (0: any free port) on HOST.
 export interface MetricsOptions { port: number, host: string }
@@ -32,7 +33,9 @@ async function metricsPlugin (fastify: FastifyInstance, opts: MetricsOptions): P
     // answerScrape answers every request itself and never rejects.
     server = createServer((req, res) => { answerScrape(scraped, req, res).catch(() => res.destroy()) })
     // once() rejects with the listener's 'error'.
-    await once(server.listen(opts.port, opts.host), 'listening')
+    await once(server.listen(opts.port, opts.host), 'listening').catch((err: unknown) => {
+      throw listenError('METRICS_PORT', opts.host, opts.port, err)
+    })
     const { port } = server.address() as AddressInfo
     fastify.log.info({ port }, `metrics served at http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}${METRICS_PATH}`)
   })

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs'
+import { lookup } from 'node:dns/promises'
 import { randomBytes } from 'node:crypto'
 import { Type, type Static } from '@sinclair/typebox'
 import envSchema from 'env-schema'
@@ -187,6 +188,24 @@ function tracingConfig (e: Env): Config['tracing'] {
   if (exporters.includes('none')) return undefined
   if (!exporters.includes('otlp')) throw new ConfigError(`OTEL_TRACES_EXPORTER: only otlp (or none) is supported (got ${JSON.stringify(e.OTEL_TRACES_EXPORTER)})`)
   return { protocol: e.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? e.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf' }
+}
+
+// Checked before the database is opened: a HOST that does not resolve would
+// otherwise stop start-up only at listen, after the migrations.
+export async function checkHost (host: string): Promise<void> {
+  try {
+    await lookup(host)
+  } catch (err) {
+    throw new ConfigError(`HOST: ${host} does not resolve to an address (${(err as NodeJS.ErrnoException).code ?? String(err)})`)
+  }
+}
+
+// Why a listener could not listen, naming the variable that says where.
+export function listenError (variable: 'PORT' | 'METRICS_PORT', host: string, port: number, err: unknown): ConfigError {
+  const code = (err as NodeJS.ErrnoException).code ?? String(err)
+  if (code === 'EADDRNOTAVAIL') return new ConfigError(`HOST: ${host} is not an address of this machine (${code})`)
+  if (code === 'EADDRINUSE') return new ConfigError(`${variable}: ${port} is already in use on ${host} (${code})`)
+  return new ConfigError(`${variable}: cannot listen on ${host}:${port} (${code})`)
 }
 
 // Made (or checked) before PGlite opens it, so that a path the service cannot use

@@ -62,6 +62,7 @@ t.test('a bad setting stops start-up with one line naming the variable', async (
     [{ PORT: 'abc' }, 'PORT'],
     [{ DATABASE_URL: 'not a url' }, 'DATABASE_URL'],
     [{ API_TOKENS_FILE: '/nonexistent/tokens' }, 'API_TOKENS_FILE'],
+    [{ HOST: '256.1.1.1' }, 'HOST'],
     [{ NODE_ENV: 'production' }, 'API_TOKENS'],
     // A file where the directory should be, and a parent that refuses new
     // entries (procfs, where Node's recursive mkdir would spin forever).
@@ -78,14 +79,18 @@ t.test('a bad setting stops start-up with one line naming the variable', async (
   }
 })
 
-t.test('a fatal exit writes its log lines first: the port is taken', async (t) => {
+t.test('a port in use stops start-up with one line naming the variable, after the log lines', async (t) => {
   const taken = createServer()
   await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
   t.teardown(() => { taken.close() })
   const { port } = taken.address() as AddressInfo
-  const server = startBuiltServer(t, runtime, { LOG_LEVEL: 'info', HOST: '127.0.0.1', PORT: String(port), API_TOKENS: TOKEN, PGLITE_DATA_DIR: 'memory://' })
-  t.same(await server.exited, { code: 1, signal: null }, 'exits 1')
-  const { lines, other } = jsonLines(server.stdout())
-  t.same(other, [], 'JSON log lines only')
-  t.match(lines.at(-1), { level: 60, msg: 'cannot listen', err: { code: 'EADDRINUSE' } }, 'the fatal line is the last one written')
+  const free = await freePort()
+  for (const [name, env] of [['PORT', { PORT: String(port) }], ['METRICS_PORT', { PORT: String(free), METRICS_PORT: String(port) }]] as const) {
+    const server = startBuiltServer(t, runtime, { LOG_LEVEL: 'info', HOST: '127.0.0.1', API_TOKENS: TOKEN, PGLITE_DATA_DIR: 'memory://', ...env })
+    t.same(await server.exited, { code: 1, signal: null }, `${name}: exits 1`)
+    const { lines, other } = jsonLines(server.stdout())
+    t.same(other, [], `${name}: JSON log lines only on stdout`)
+    t.match(lines.at(-1), { level: 60, msg: 'cannot listen', err: { code: 'EADDRINUSE' } }, `${name}: the fatal line is the last one written`)
+    t.same(server.stderr().trim().split('\n'), [`plant-store: ${name}: ${port} is already in use on 127.0.0.1 (EADDRINUSE)`], `${name}: one line on stderr`)
+  }
 })
