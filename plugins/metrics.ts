@@ -17,6 +17,8 @@ const METRICS_PATH = '/metrics'
 async function metricsPlugin (fastify: FastifyInstance, opts: MetricsOptions): Promise<void> {
   let metrics: Metrics | undefined
   let server: Server | undefined
+  let closing = false
+  fastify.addHook('preClose', async () => { closing = true })
 
   fastify.addHook('onResponse', (request, reply, done) => {
     metrics?.observeRequest(request.method, request.routeOptions.url ?? UNMATCHED_ROUTE, reply.statusCode, reply.elapsedTime / 1000)
@@ -27,7 +29,7 @@ async function metricsPlugin (fastify: FastifyInstance, opts: MetricsOptions): P
   // Once the store exists; a port that cannot be bound stops start-up like the API's.
   fastify.addHook('onReady', async () => {
     const { plants, db } = fastify
-    const scraped = createMetrics({ writer: plants.stats, pool: db.poolStats?.bind(db) })
+    const scraped = createMetrics({ writer: plants.stats, pool: db.poolStats?.bind(db), ready: async () => !closing && await plants.isReady() })
     metrics = scraped
     plants.observe(scraped.store)
     // answerScrape answers every request itself and never rejects.

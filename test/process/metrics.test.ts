@@ -128,5 +128,21 @@ t.test('a create refused for a full queue is counted; the listener closes with t
 t.test('a metrics port that is taken stops start-up', async (t) => {
   const running = await startWithMetrics(t, 'pglite')
   const taken = Number(new URL(running.metricsUrl).port)
-  await t.rejects(startWithMetrics(t, 'pglite', { metricsPort: taken }), { code: 'EADDRINUSE' })
+  await t.rejects(startWithMetrics(t, 'pglite', { metricsPort: taken }), { message: `METRICS_PORT: ${taken} is already in use on 127.0.0.1 (EADDRINUSE)` })
+})
+
+// The gauge the alert on a replica not ready reads (deploy/prometheus/):
+// what /health/ready answers, asked at the scrape.
+forEachBackend(t, 'plant_store_ready follows readiness: 1, then 0 once the database is gone', async (t, backend) => {
+  const testDb = await createTestDatabase(backend)
+  t.teardown(() => testDb.drop())
+  const logs: string[] = []
+  const stream = new Writable({ write (chunk, _encoding, done) { logs.push(String(chunk)); done() } })
+  const app = await buildApp({ config: testConfig(testDb.database, { metricsPort: 0 }), logger: { level: 'info', stream } })
+  t.teardown(() => app.close())
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const ready = async (): Promise<number> => valueOf(await scrape(metricsUrlOf(logs)), 'plant_store_ready', {})
+  t.equal(await ready(), 1, 'ready: 1')
+  await app.db.close()
+  t.equal(await ready(), 0, 'the database closed: 0')
 })
