@@ -56,7 +56,7 @@ export const createPlantErrors = {
     message: 'Request body is too large'
   },
   415: {
-    when: 'The Content-Type is not application/json (charset=utf-8 is allowed).',
+    when: 'The Content-Type is not application/json (parameters such as charset=utf-8 are allowed, empty ones too; another charset is not).',
     retry: 'Nothing was stored. Do not retry unchanged: send Content-Type: application/json.',
     message: 'Content-Type must be application/json (none was sent)'
   },

@@ -77,11 +77,11 @@ export interface Config {
   // Bounds every database wait (connect, query, pool checkout): past it, a 503.
   dbTimeoutMs: number
   production: boolean
-  // Prometheus metrics on a listener of their own (plugins/telemetry/metrics-plugin.ts).
+  // Prometheus metrics on a listener of their own (plugins/metrics.ts).
   metricsPort?: number
   // Creates per caller per minute (plugins/rate-limit.ts).
   rateLimitPerMinute?: number
-  // Spans exported over OTLP/HTTP in this encoding (plugins/telemetry/tracing-plugin.ts).
+  // Spans exported over OTLP/HTTP in this encoding (plugins/tracing.ts).
   tracing?: { protocol: typeof OTLP_PROTOCOLS[number] }
 }
 

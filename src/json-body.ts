@@ -1,7 +1,7 @@
 import { HttpError } from './http-error.js'
 
 // The JSON body: JSON.parse, made strict where it is lenient and exact where
-// it rounds (docs/architecture.md, "A request's path", step 8).
+// it rounds (docs/architecture.md, "A request's path", step 7).
 //   - UTF-8 only: a fatal TextDecoder (which also drops one BOM).
 //   - One scan of the text first: nesting past MAX_DEPTH is refused before
 //     anything recurses, members (':' outside strings) are counted, and a

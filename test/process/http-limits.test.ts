@@ -12,7 +12,7 @@ import { parseRawResponse, rawExchange, type Chunk } from '../support/http.js'
 // limits answer these (edgeOptions sets them deliberately);
 // here they are shortened so the test sees them act.
 // The request timeout stays above the 2 s an early answer waits for the body
-// (plugins/error-answers.ts, afterBody), as the production values are.
+// (plugins/http-edge.ts, holdClosingAnswer and bodyRead), as the production values are.
 const TIMEOUTS = { headersTimeoutMs: 1000, requestTimeoutMs: 4000, keepAliveTimeoutMs: 1000, checkIntervalMs: 200 }
 // Scheduling slack on a busy 2-core machine.
 const SLACK_MS = 1500

@@ -20,7 +20,7 @@
 //   whole, safe integer range            -> number (-0 becomes 0)
 //   whole, int64 range but not safe      -> bigint with the exact value
 //   whole, outside int64                 -> BEYOND_INT64 / -BEYOND_INT64 (by sign)
-//   (the whole-number cases are the int64 rule: int64.ts)
+//   (the whole-number cases are the int64 rule: exactNumber in src/json-body.ts)
 //   not whole, Number(text) is a finite non-integer double -> that double
 //   not whole, but the double rounded to a whole number, 0 or +-Infinity
 //                                        -> NaN

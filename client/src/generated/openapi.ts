@@ -196,7 +196,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The Content-Type is not application/json (charset=utf-8 is allowed). Nothing was stored. Do not retry unchanged: send Content-Type: application/json. */
+            /** @description The Content-Type is not application/json (parameters such as charset=utf-8 are allowed, empty ones too; another charset is not). Nothing was stored. Do not retry unchanged: send Content-Type: application/json. */
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
