@@ -190,9 +190,11 @@ function writeLastAnswer (socket: Socket, status: number, reqId: string, message
   return true
 }
 
-// Resolves the connection's hold once no chunk has come for IDLE_MS, or past
-// LINGER_MS or twice BODY_LIMIT since the first.
-const IDLE_MS = 50
+// Resolves the connection's hold once no chunk has come for IDLE_MS (long
+// enough for a sender that a busy machine holds up; only a client that sends
+// after Connection: close waits for it), or past LINGER_MS or twice
+// BODY_LIMIT since the first.
+const IDLE_MS = 500
 const afterClose = new WeakMap<Socket, () => void>()
 
 function bytesAfterClose (socket: Socket, bodyLimit: number): void {
