@@ -19,10 +19,10 @@ const requests = Number(process.argv[2] ?? 200_000)
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-log-lines-'))
 
 type SonicBoom = ReturnType<typeof pino.destination>
-type Write = 'sync' | 'async'
+type Write = 'sync' | 'async' | 'batched'
 const destination = (name: string, write: Write): SonicBoom => write === 'sync'
   ? pino.destination({ dest: join(dir, name), sync: true })
-  : pino.destination({ dest: join(dir, name), sync: false, minLength: 1 })
+  : pino.destination({ dest: join(dir, name), sync: false, minLength: write === 'batched' ? 4096 : 1 })
 
 function logger (level: string, stream: SonicBoom): pino.Logger {
   const options = loggerOptions({ logLevel: level as 'info', production: true }) as pino.LoggerOptions
@@ -46,6 +46,7 @@ const ways: Record<string, { level: string, write: Write, line: (parent: pino.Lo
   },
   'one-sync': { level: 'info', write: 'sync', line: (parent, n) => parent.child({ reqId: reqId(n) }).info(access(n), 'request') },
   'one-async': { level: 'info', write: 'async', line: (parent, n) => parent.child({ reqId: reqId(n) }).info(access(n), 'request') },
+  'one-batched': { level: 'info', write: 'batched', line: (parent, n) => parent.child({ reqId: reqId(n) }).info(access(n), 'request') },
   warn: {
     level: 'warn',
     write: 'async',
