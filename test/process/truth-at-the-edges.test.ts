@@ -13,7 +13,7 @@ const TAG = 'variegated-c7a2'
 let server: SourceServer
 let port: number
 t.before(async () => {
-  server = await startServerProcess({ startTimeoutMs: 60_000 })
+  server = await startServerProcess({})
   port = Number(new URL(server.url).port)
 })
 t.teardown(async () => { await server.stop() })

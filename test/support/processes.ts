@@ -216,7 +216,7 @@ export async function startServerProcess (opts: SourceServerOptions): Promise<So
   const { child } = proc
   const logs: Array<Record<string, unknown>> = []
   const text: string[] = []
-  const startTimeoutMs = opts.startTimeoutMs ?? 20_000
+  const startTimeoutMs = opts.startTimeoutMs ?? 60_000
   const listening = new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not listen within ${startTimeoutMs} ms; stderr: ${proc.stderr()}`)), startTimeoutMs)
     child.once('exit', (code) => {
