@@ -18,6 +18,12 @@ const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256
 const MAX_TOKEN_LENGTH = 8192
 const COOLDOWN_MS = 30_000
 const FETCH_TIMEOUT_MS = 5_000
+// An issuer's key set is a few KiB with a handful of keys. Past these bounds a
+// fetch fails, and the body is dropped as it streams in at the first byte
+// past the size: a broken or hostile issuer can neither hold the memory nor
+// stall the loop parsing it, nor make an unknown kid a long scan.
+const MAX_DOCUMENT_BYTES = 256 * 1024
+const MAX_KEYS = 100
 // A set older than this is refreshed in the background, still used meanwhile.
 const MAX_AGE_MS = 10 * 60_000
 const REMEMBERED_TOKENS = 10_000
@@ -84,8 +90,8 @@ export class IssuerKeys {
     } catch (err) {
       if (!(err instanceof errors.JWKSNoMatchingKey)) throw err
       await this.refresh()
-      // The issuer did not answer the last fetch: the kid may be new.
-      if (this.#lastError !== undefined) throw new IssuerUnavailable(`kid ${JSON.stringify(header.kid)} unknown and the issuer did not answer: ${this.#lastError}`)
+      // The last fetch failed: the kid may be new.
+      if (this.#lastError !== undefined) throw new IssuerUnavailable(`kid ${JSON.stringify(header.kid)} unknown and no key set from the issuer: ${this.#lastError}`)
       if (this.#keys === keys) throw err
       return await (this.#keys as JWTVerifyGetKey)(header, token)
     }
@@ -101,16 +107,40 @@ export class IssuerKeys {
       if (typeof metadata.token_endpoint === 'string') this.tokenEndpoint = metadata.token_endpoint
       this.#jwksUrl = metadata.jwks_uri
     }
-    return createLocalJWKSet(await fetchJson(this.#jwksUrl, signal) as unknown as JSONWebKeySet)
+    const set = await fetchJson(this.#jwksUrl, signal)
+    if (Array.isArray(set.keys) && set.keys.length > MAX_KEYS) throw new Error(`${this.#jwksUrl} has ${set.keys.length} keys, more than ${MAX_KEYS}`)
+    return createLocalJWKSet(set as unknown as JSONWebKeySet)
   }
 }
 
 async function fetchJson (url: string, signal: AbortSignal): Promise<Record<string, unknown>> {
   const res = await fetch(url, { signal, redirect: 'error', headers: { accept: 'application/json' } })
-  if (!res.ok) throw new Error(`${url} answered ${res.status}`)
-  const body = await res.json() as unknown
+  if (!res.ok) {
+    await res.body?.cancel()
+    throw new Error(`${url} answered ${res.status}`)
+  }
+  const body = JSON.parse(await boundedText(res, url)) as unknown
   if (typeof body !== 'object' || body === null) throw new Error(`${url} answered no JSON object`)
   return body as Record<string, unknown>
+}
+
+// The body, read as it streams and given up at the first chunk past
+// MAX_DOCUMENT_BYTES (leaving the loop cancels the stream): Content-Length,
+// when sent, refuses a bigger one before any byte is read.
+async function boundedText (res: Response, url: string): Promise<string> {
+  const tooBig = new Error(`${url} answered more than ${MAX_DOCUMENT_BYTES / 1024} KiB`)
+  if (Number(res.headers.get('content-length')) > MAX_DOCUMENT_BYTES) {
+    await res.body?.cancel()
+    throw tooBig
+  }
+  const chunks: Uint8Array[] = []
+  let size = 0
+  for await (const chunk of res.body ?? []) {
+    size += chunk.byteLength
+    if (size > MAX_DOCUMENT_BYTES) throw tooBig
+    chunks.push(chunk)
+  }
+  return new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks))
 }
 
 export class AccessTokens {
