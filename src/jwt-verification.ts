@@ -1,7 +1,7 @@
 import { hash } from 'node:crypto'
 import {
   createLocalJWKSet, decodeJwt, decodeProtectedHeader, errors, jwtVerify,
-  type JSONWebKeySet, type JWTPayload, type JWTVerifyGetKey
+  type JSONWebKeySet, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions, type JWTVerifyResult
 } from 'jose'
 import { isSecureUrl, type JwtAuthConfig } from './config.js'
 
@@ -143,6 +143,21 @@ async function boundedText (res: Response, url: string): Promise<string> {
   return new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks))
 }
 
+// A token that several keys of the set fit (it names no kid, which RFC 7517
+// does not require): jose refuses to choose, and hands the candidates over
+// on its error, to be tried in turn as its documentation shows.
+async function withEachKey (err: unknown, token: string, options: JWTVerifyOptions): Promise<JWTVerifyResult> {
+  if (!(err instanceof errors.JWKSMultipleMatchingKeys)) throw err
+  for await (const key of err) {
+    try {
+      return await jwtVerify(token, key, options)
+    } catch (failed) {
+      if (!(failed instanceof errors.JWSSignatureVerificationFailed)) throw failed
+    }
+  }
+  throw new errors.JWSSignatureVerificationFailed()
+}
+
 export class AccessTokens {
   readonly keys: IssuerKeys
   readonly #config: JwtAuthConfig
@@ -189,11 +204,10 @@ export class AccessTokens {
 
   async #verifySigned (token: string, digest: string): Promise<Verdict> {
     const { issuer, audience, clockSkewS } = this.#config
+    const options = { issuer, audience, algorithms: ALGORITHMS, typ: 'at+jwt', clockTolerance: clockSkewS, requiredClaims: ['exp', 'iat', 'sub', 'client_id'] }
     let payload: JWTPayload
     try {
-      ({ payload } = await jwtVerify(token, this.keys.getKey, {
-        issuer, audience, algorithms: ALGORITHMS, typ: 'at+jwt', clockTolerance: clockSkewS, requiredClaims: ['exp', 'iat', 'sub', 'client_id']
-      }))
+      ({ payload } = await jwtVerify(token, this.keys.getKey, options).catch(async (err: unknown) => await withEachKey(err, token, options)))
     } catch (err) {
       if (err instanceof IssuerUnavailable) return { kind: 'unavailable', retryAfterSeconds: this.keys.retryAfterSeconds(), reason: err.message }
       return { kind: 'refused', expired: err instanceof errors.JWTExpired, reason: (err as Error).message }
