@@ -53,9 +53,8 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
 
   // Docs before the routes, so swagger sees them; outside the API context, so public.
   const accessTokens = config.auth === undefined ? undefined : new AccessTokens(config.auth)
-  const tokenUrl = config.auth?.tokenUrl
   await app.register(docsPlugin, {
-    oauth: accessTokens && { scope: accessTokens.scope, tokenUrl: () => tokenUrl ?? accessTokens.keys.tokenEndpoint }
+    oauth: accessTokens && { scope: accessTokens.scope, tokenUrl: () => accessTokens.keys.tokenUrl() }
   })
   await app.register(healthRoutes)
   if (config.auth !== undefined) await app.register(resourceMetadata, { auth: config.auth })

@@ -38,9 +38,15 @@ export type Verdict =
 // No usable key, because the issuer did not answer.
 class IssuerUnavailable extends Error {}
 
+// What the issuer's discovery metadata says: where its keys are, and its
+// token endpoint (for the served document). URLs that are not https
+// (loopback excepted) are not taken.
+interface Discovery { jwksUri: string | undefined, tokenEndpoint: string | undefined }
+
 // The issuer's key set: fetched when first needed, refetched for an unknown
 // kid at most once per cooldown (one fetch in flight), each fetch (discovery
-// and keys) bounded by the timeout; a failed fetch keeps the last good set.
+// and keys) bounded by the timeout and the size; a failed fetch keeps the
+// last good set.
 export class IssuerKeys {
   readonly #config: JwtAuthConfig
   readonly #cooldownMs: number
@@ -49,14 +55,21 @@ export class IssuerKeys {
   #lastAttempt = Number.NEGATIVE_INFINITY
   #lastError: string | undefined
   #inFlight: Promise<void> | undefined
-  #jwksUrl: string | undefined
-  // From discovery, once it has been read.
-  tokenEndpoint: string | undefined
+  // Read once, when it first answers.
+  #discovery: Discovery | undefined
 
   constructor (config: JwtAuthConfig) {
     this.#config = config
     this.#cooldownMs = config.jwksCooldownMs ?? COOLDOWN_MS
-    this.#jwksUrl = config.jwksUrl
+  }
+
+  // The token URL the served document offers: AUTH_TOKEN_URL, else
+  // discovery's. Not known yet (the issuer was down at start-up), a fetch is
+  // started (at most one a cooldown), so a later load of the document has it.
+  tokenUrl (): string | undefined {
+    const url = this.#config.tokenUrl ?? this.#discovery?.tokenEndpoint
+    if (url === undefined && this.#discovery === undefined) this.refresh().catch(() => {})
+    return url
   }
 
   // Seconds until another fetch may be tried.
@@ -100,16 +113,25 @@ export class IssuerKeys {
   // jose checks the set's shape, so a malformed one fails the fetch.
   async #fetch (): Promise<JWTVerifyGetKey> {
     const signal = AbortSignal.timeout(this.#config.fetchTimeoutMs ?? FETCH_TIMEOUT_MS)
-    if (this.#jwksUrl === undefined) {
-      const metadata = await fetchJson(`${this.#config.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, signal)
-      if (metadata.issuer !== this.#config.issuer) throw new Error(`discovery names issuer ${JSON.stringify(metadata.issuer)}`)
-      if (typeof metadata.jwks_uri !== 'string' || !isSecureUrl(metadata.jwks_uri)) throw new Error('discovery gives no https jwks_uri')
-      if (typeof metadata.token_endpoint === 'string') this.tokenEndpoint = metadata.token_endpoint
-      this.#jwksUrl = metadata.jwks_uri
-    }
-    const set = await fetchJson(this.#jwksUrl, signal)
-    if (Array.isArray(set.keys) && set.keys.length > MAX_KEYS) throw new Error(`${this.#jwksUrl} has ${set.keys.length} keys, more than ${MAX_KEYS}`)
+    let jwksUrl = this.#config.jwksUrl
+    // #discover takes no metadata without a jwks_uri when the keys need one.
+    if (jwksUrl === undefined) jwksUrl = (this.#discovery ?? await this.#discover(signal)).jwksUri as string
+    // Read for the document's token URL alone: the keys neither wait for it nor fail with it.
+    else if (this.#discovery === undefined && this.#config.tokenUrl === undefined) this.#discover(signal).catch(() => {})
+    const set = await fetchJson(jwksUrl, signal)
+    if (Array.isArray(set.keys) && set.keys.length > MAX_KEYS) throw new Error(`${jwksUrl} has ${set.keys.length} keys, more than ${MAX_KEYS}`)
     return createLocalJWKSet(set as unknown as JSONWebKeySet)
+  }
+
+  async #discover (signal: AbortSignal): Promise<Discovery> {
+    const metadata = await fetchJson(`${this.#config.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, signal)
+    if (metadata.issuer !== this.#config.issuer) throw new Error(`discovery names issuer ${JSON.stringify(metadata.issuer)}`)
+    const secure = (url: unknown): string | undefined => typeof url === 'string' && isSecureUrl(url) ? url : undefined
+    const discovery = { jwksUri: secure(metadata.jwks_uri), tokenEndpoint: secure(metadata.token_endpoint) }
+    // Not kept, so read again on the next fetch.
+    if (this.#config.jwksUrl === undefined && discovery.jwksUri === undefined) throw new Error('discovery gives no https jwks_uri')
+    this.#discovery = discovery
+    return discovery
   }
 }
 
