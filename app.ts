@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from './src/config.js'
 import { AccessTokens } from './src/jwt-verification.js'
 import accessLog, { loggingOptions } from './plugins/access-log.js'
-import authPlugin, { staticCallerCount } from './plugins/auth.js'
+import authPlugin, { staticCallerNames } from './plugins/auth.js'
 import dbPlugin, { type DbPluginOptions } from './plugins/db.js'
 import docsPlugin from './plugins/docs.js'
 import errorAnswers, { frameworkErrorHandler } from './plugins/error-answers.js'
@@ -53,9 +53,8 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
 
   // Docs before the routes, so swagger sees them; outside the API context, so public.
   const accessTokens = config.auth === undefined ? undefined : new AccessTokens(config.auth)
-  const tokenUrl = config.auth?.tokenUrl
   await app.register(docsPlugin, {
-    oauth: accessTokens && { scope: accessTokens.scope, tokenUrl: () => tokenUrl ?? accessTokens.keys.tokenEndpoint }
+    oauth: accessTokens && { scope: accessTokens.scope, tokenUrl: () => accessTokens.keys.tokenUrl() }
   })
   await app.register(healthRoutes)
   if (config.auth !== undefined) await app.register(resourceMetadata, { auth: config.auth })
@@ -66,8 +65,11 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
     await api.register(authPlugin, { tokens: config.apiTokens, names: config.tokenNames, accessTokens })
     await api.register(loadShedding, { bodyLimit: config.bodyLimit })
     if (config.rateLimitPerMinute !== undefined) {
-      const callers = staticCallerCount(config.apiTokens, config.tokenNames) + (config.auth?.maxClients ?? 0)
-      await api.register(rateLimitPlugin, { perMinute: config.rateLimitPerMinute, callers })
+      await api.register(rateLimitPlugin, {
+        perMinute: config.rateLimitPerMinute,
+        configured: staticCallerNames(config.apiTokens, config.tokenNames),
+        maxClients: config.auth?.maxClients ?? 1
+      })
     }
     await api.register(plantsRoutes, {
       configured: [...(config.auth === undefined ? [] : ['issuer' as const]), ...(config.rateLimitPerMinute === undefined ? [] : ['rate-limit' as const])]

@@ -39,8 +39,8 @@ export function staticCallers (tokens: string[], names?: ReadonlyMap<string, str
 
 // The distinct static callers (named tokens may share a name, as the old
 // and the new token of a rotation do).
-export function staticCallerCount (tokens: string[], names?: ReadonlyMap<string, string>): number {
-  return new Set(tokens.map((token) => staticCallerName(token, names))).size
+export function staticCallerNames (tokens: string[], names?: ReadonlyMap<string, string>): ReadonlySet<string> {
+  return new Set(tokens.map((token) => staticCallerName(token, names)))
 }
 
 // The token exactly as sent: the bytes after the scheme and its SP (RFC 9110

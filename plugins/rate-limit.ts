@@ -1,14 +1,15 @@
 import fp from 'fastify-plugin'
 import rateLimit from '@fastify/rate-limit'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, onRequestAsyncHookHandler } from 'fastify'
 import { HttpError, retryAfter } from '../src/http-error.js'
 
 export interface RateLimitOptions {
   // RATE_LIMIT_PER_MINUTE: creates one caller may make per minute.
   perMinute: number
-  // How many callers can hold a window at once: the static tokens' callers
-  // and the JWT clients allowed for (AUTH_MAX_CLIENTS).
-  callers: number
+  // The static tokens' callers (plugins/auth.ts, staticCallerNames).
+  configured: ReadonlySet<string>
+  // AUTH_MAX_CLIENTS: the JWT clients whose windows are kept apart.
+  maxClients: number
 }
 
 // After auth and the media-type check, so a 401 or 415 counts against nothing;
@@ -16,16 +17,13 @@ export interface RateLimitOptions {
 async function rateLimitPlugin (fastify: FastifyInstance, opts: RateLimitOptions): Promise<void> {
   const noHeaders = { 'x-ratelimit-limit': false, 'x-ratelimit-remaining': false, 'x-ratelimit-reset': false, 'retry-after': false }
   await fastify.register(rateLimit, {
-    global: true,
-    hook: 'onRequest',
+    // Hooked below, onto each route.
+    global: false,
     max: opts.perMinute,
     timeWindow: 60_000,
     // The caller plugins/auth.ts found, so a client keeps its window across
     // token refreshes and the limiter's memory never holds a token.
     keyGenerator: (request) => request.caller ?? '',
-    // The store forgets the least recently seen caller when full (5,000 by
-    // default): sized so that no configured caller's window is forgotten.
-    cache: opts.callers,
     // Retry-After comes with the error (plugins/error-answers.ts).
     addHeaders: noHeaders,
     addHeadersOnExceeding: noHeaders,
@@ -34,6 +32,19 @@ async function rateLimitPlugin (fastify: FastifyInstance, opts: RateLimitOptions
       return new HttpError(429, message, retryAfter(Math.max(1, Math.ceil(ttl / 1000))))
     }
   })
+  // Two limiters, each with a store that forgets its least recently seen
+  // caller when full: one sized for the configured callers, which therefore
+  // never lose their windows, and one for JWT clients, which past
+  // AUTH_MAX_CLIENTS evict each other, never a configured caller. A JWT
+  // whose client_id is a configured caller's name shares that caller's window.
+  const configured = fastify.rateLimit({ cache: opts.configured.size })
+  const clients = fastify.rateLimit({ cache: opts.maxClients })
+  const limit: onRequestAsyncHookHandler = async (request, reply) => {
+    await (opts.configured.has(request.caller ?? '') ? configured : clients).call(fastify, request, reply)
+  }
+  // On the route, after its own onRequest (the media-type check), as
+  // @fastify/rate-limit places its global hook.
+  fastify.addHook('onRoute', (route) => { route.onRequest = [route.onRequest ?? []].flat().concat(limit) })
 }
 
 export default fp(rateLimitPlugin, { name: 'rate-limit', fastify: '5.x', dependencies: ['auth'] })

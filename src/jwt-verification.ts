@@ -1,7 +1,7 @@
 import { hash } from 'node:crypto'
 import {
   createLocalJWKSet, decodeJwt, decodeProtectedHeader, errors, jwtVerify,
-  type JSONWebKeySet, type JWTPayload, type JWTVerifyGetKey
+  type JSONWebKeySet, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions, type JWTVerifyResult
 } from 'jose'
 import { isSecureUrl, type JwtAuthConfig } from './config.js'
 
@@ -18,6 +18,12 @@ const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256
 const MAX_TOKEN_LENGTH = 8192
 const COOLDOWN_MS = 30_000
 const FETCH_TIMEOUT_MS = 5_000
+// An issuer's key set is a few KiB with a handful of keys. Past these bounds a
+// fetch fails, and the body is dropped as it streams in at the first byte
+// past the size: a broken or hostile issuer can neither hold the memory nor
+// stall the loop parsing it, nor make an unknown kid a long scan.
+const MAX_DOCUMENT_BYTES = 256 * 1024
+const MAX_KEYS = 100
 // A set older than this is refreshed in the background, still used meanwhile.
 const MAX_AGE_MS = 10 * 60_000
 const REMEMBERED_TOKENS = 10_000
@@ -32,9 +38,15 @@ export type Verdict =
 // No usable key, because the issuer did not answer.
 class IssuerUnavailable extends Error {}
 
+// What the issuer's discovery metadata says: where its keys are, and its
+// token endpoint (for the served document). URLs that are not https
+// (loopback excepted) are not taken.
+interface Discovery { jwksUri: string | undefined, tokenEndpoint: string | undefined }
+
 // The issuer's key set: fetched when first needed, refetched for an unknown
 // kid at most once per cooldown (one fetch in flight), each fetch (discovery
-// and keys) bounded by the timeout; a failed fetch keeps the last good set.
+// and keys) bounded by the timeout and the size; a failed fetch keeps the
+// last good set.
 export class IssuerKeys {
   readonly #config: JwtAuthConfig
   readonly #cooldownMs: number
@@ -43,14 +55,21 @@ export class IssuerKeys {
   #lastAttempt = Number.NEGATIVE_INFINITY
   #lastError: string | undefined
   #inFlight: Promise<void> | undefined
-  #jwksUrl: string | undefined
-  // From discovery, once it has been read.
-  tokenEndpoint: string | undefined
+  // Read once, when it first answers.
+  #discovery: Discovery | undefined
 
   constructor (config: JwtAuthConfig) {
     this.#config = config
     this.#cooldownMs = config.jwksCooldownMs ?? COOLDOWN_MS
-    this.#jwksUrl = config.jwksUrl
+  }
+
+  // The token URL the served document offers: AUTH_TOKEN_URL, else
+  // discovery's. Not known yet (the issuer was down at start-up), a fetch is
+  // started (at most one a cooldown), so a later load of the document has it.
+  tokenUrl (): string | undefined {
+    const url = this.#config.tokenUrl ?? this.#discovery?.tokenEndpoint
+    if (url === undefined && this.#discovery === undefined) this.refresh().catch(() => {})
+    return url
   }
 
   // Seconds until another fetch may be tried.
@@ -84,8 +103,8 @@ export class IssuerKeys {
     } catch (err) {
       if (!(err instanceof errors.JWKSNoMatchingKey)) throw err
       await this.refresh()
-      // The issuer did not answer the last fetch: the kid may be new.
-      if (this.#lastError !== undefined) throw new IssuerUnavailable(`kid ${JSON.stringify(header.kid)} unknown and the issuer did not answer: ${this.#lastError}`)
+      // The last fetch failed: the kid may be new.
+      if (this.#lastError !== undefined) throw new IssuerUnavailable(`kid ${JSON.stringify(header.kid)} unknown and no key set from the issuer: ${this.#lastError}`)
       if (this.#keys === keys) throw err
       return await (this.#keys as JWTVerifyGetKey)(header, token)
     }
@@ -94,23 +113,71 @@ export class IssuerKeys {
   // jose checks the set's shape, so a malformed one fails the fetch.
   async #fetch (): Promise<JWTVerifyGetKey> {
     const signal = AbortSignal.timeout(this.#config.fetchTimeoutMs ?? FETCH_TIMEOUT_MS)
-    if (this.#jwksUrl === undefined) {
-      const metadata = await fetchJson(`${this.#config.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, signal)
-      if (metadata.issuer !== this.#config.issuer) throw new Error(`discovery names issuer ${JSON.stringify(metadata.issuer)}`)
-      if (typeof metadata.jwks_uri !== 'string' || !isSecureUrl(metadata.jwks_uri)) throw new Error('discovery gives no https jwks_uri')
-      if (typeof metadata.token_endpoint === 'string') this.tokenEndpoint = metadata.token_endpoint
-      this.#jwksUrl = metadata.jwks_uri
-    }
-    return createLocalJWKSet(await fetchJson(this.#jwksUrl, signal) as unknown as JSONWebKeySet)
+    let jwksUrl = this.#config.jwksUrl
+    // #discover takes no metadata without a jwks_uri when the keys need one.
+    if (jwksUrl === undefined) jwksUrl = (this.#discovery ?? await this.#discover(signal)).jwksUri as string
+    // Read for the document's token URL alone: the keys neither wait for it nor fail with it.
+    else if (this.#discovery === undefined && this.#config.tokenUrl === undefined) this.#discover(signal).catch(() => {})
+    const set = await fetchJson(jwksUrl, signal)
+    if (Array.isArray(set.keys) && set.keys.length > MAX_KEYS) throw new Error(`${jwksUrl} has ${set.keys.length} keys, more than ${MAX_KEYS}`)
+    return createLocalJWKSet(set as unknown as JSONWebKeySet)
+  }
+
+  async #discover (signal: AbortSignal): Promise<Discovery> {
+    const metadata = await fetchJson(`${this.#config.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, signal)
+    if (metadata.issuer !== this.#config.issuer) throw new Error(`discovery names issuer ${JSON.stringify(metadata.issuer)}`)
+    const secure = (url: unknown): string | undefined => typeof url === 'string' && isSecureUrl(url) ? url : undefined
+    const discovery = { jwksUri: secure(metadata.jwks_uri), tokenEndpoint: secure(metadata.token_endpoint) }
+    // Not kept, so read again on the next fetch.
+    if (this.#config.jwksUrl === undefined && discovery.jwksUri === undefined) throw new Error('discovery gives no https jwks_uri')
+    this.#discovery = discovery
+    return discovery
   }
 }
 
 async function fetchJson (url: string, signal: AbortSignal): Promise<Record<string, unknown>> {
   const res = await fetch(url, { signal, redirect: 'error', headers: { accept: 'application/json' } })
-  if (!res.ok) throw new Error(`${url} answered ${res.status}`)
-  const body = await res.json() as unknown
+  if (!res.ok) {
+    await res.body?.cancel()
+    throw new Error(`${url} answered ${res.status}`)
+  }
+  const body = JSON.parse(await boundedText(res, url)) as unknown
   if (typeof body !== 'object' || body === null) throw new Error(`${url} answered no JSON object`)
   return body as Record<string, unknown>
+}
+
+// The body, read as it streams and given up at the first chunk past
+// MAX_DOCUMENT_BYTES (leaving the loop cancels the stream): Content-Length,
+// when sent, refuses a bigger one before any byte is read.
+async function boundedText (res: Response, url: string): Promise<string> {
+  const tooBig = new Error(`${url} answered more than ${MAX_DOCUMENT_BYTES / 1024} KiB`)
+  if (Number(res.headers.get('content-length')) > MAX_DOCUMENT_BYTES) {
+    await res.body?.cancel()
+    throw tooBig
+  }
+  const chunks: Uint8Array[] = []
+  let size = 0
+  for await (const chunk of res.body ?? []) {
+    size += chunk.byteLength
+    if (size > MAX_DOCUMENT_BYTES) throw tooBig
+    chunks.push(chunk)
+  }
+  return new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks))
+}
+
+// A token that several keys of the set fit (it names no kid, which RFC 7517
+// does not require): jose refuses to choose, and hands the candidates over
+// on its error, to be tried in turn as its documentation shows.
+async function withEachKey (err: unknown, token: string, options: JWTVerifyOptions): Promise<JWTVerifyResult> {
+  if (!(err instanceof errors.JWKSMultipleMatchingKeys)) throw err
+  for await (const key of err) {
+    try {
+      return await jwtVerify(token, key, options)
+    } catch (failed) {
+      if (!(failed instanceof errors.JWSSignatureVerificationFailed)) throw failed
+    }
+  }
+  throw new errors.JWSSignatureVerificationFailed()
 }
 
 export class AccessTokens {
@@ -159,11 +226,10 @@ export class AccessTokens {
 
   async #verifySigned (token: string, digest: string): Promise<Verdict> {
     const { issuer, audience, clockSkewS } = this.#config
+    const options = { issuer, audience, algorithms: ALGORITHMS, typ: 'at+jwt', clockTolerance: clockSkewS, requiredClaims: ['exp', 'iat', 'sub', 'client_id'] }
     let payload: JWTPayload
     try {
-      ({ payload } = await jwtVerify(token, this.keys.getKey, {
-        issuer, audience, algorithms: ALGORITHMS, typ: 'at+jwt', clockTolerance: clockSkewS, requiredClaims: ['exp', 'iat', 'sub', 'client_id']
-      }))
+      ({ payload } = await jwtVerify(token, this.keys.getKey, options).catch(async (err: unknown) => await withEachKey(err, token, options)))
     } catch (err) {
       if (err instanceof IssuerUnavailable) return { kind: 'unavailable', retryAfterSeconds: this.keys.retryAfterSeconds(), reason: err.message }
       return { kind: 'refused', expired: err instanceof errors.JWTExpired, reason: (err as Error).message }

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
 import { forEachBackend, buildTestApp, assertErrorShape, TOKEN, OTHER_TOKEN } from '../helper.js'
-import { bearerToken, staticCallerCount, staticCallerName, staticCallers } from '../../plugins/auth.js'
+import { bearerToken, staticCallerName, staticCallerNames, staticCallers } from '../../plugins/auth.js'
 
 const body = '{"id": 1, "name": "Monstera"}'
 const REALM = 'Bearer realm="plant-store"'
@@ -60,7 +60,7 @@ t.test('a static token\'s caller: its configured name, else the start of its dig
   t.match(callerOf('beta'), /^token-[0-9a-f]{12}$/)
   t.notMatch(callerOf('beta'), /beta/, 'never the token')
   t.equal(staticCallerName('beta'), callerOf('beta'), 'stable')
-  t.equal(staticCallerCount(['alpha-token', 'alpha-token-new', 'beta'], names), 2, 'callers, not tokens')
+  t.equal(staticCallerNames(['alpha-token', 'alpha-token-new', 'beta'], names).size, 2, 'callers, not tokens')
 })
 
 // bearer-auth has checked the scheme and its SP; the token is every byte

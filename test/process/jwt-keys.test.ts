@@ -1,35 +1,16 @@
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { TOKEN } from '../helper.js'
-import { startJwtApp } from '../support/jwt-app.js'
+import { KEYS_COOLDOWN_MS as COOLDOWN_MS, KEYS_TIMEOUT_MS as TIMEOUT_MS, startJwtApp, startWithKeySet as setUp } from '../support/jwt-app.js'
 import { signingKey, signToken, startKeySet } from '../support/token-issuer.js'
 
 // The issuer's key set as the service keeps it, over real HTTP: fetched
 // from AUTH_JWKS_URL, refetched for an unknown kid at most once per
 // cooldown, the last good set kept, 503 when the issuer does not answer;
-// verified tokens remembered until they expire. Short cooldown and fetch
-// timeout (the defaults are 30 s and 5 s).
+// verified tokens remembered until they expire. Its bounds are in
+// jwt-key-bounds.test.ts.
 
-const COOLDOWN_MS = 2500
-const TIMEOUT_MS = 1000
 const EXPIRED = 'Bearer realm="plant-store", error="invalid_token", error_description="The access token expired"'
-
-async function until (what: string, check: () => boolean, limitMs = 10_000): Promise<void> {
-  const deadline = Date.now() + limitMs
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${limitMs} ms`)
-    await sleep(20)
-  }
-}
-
-async function setUp (t: Test, clockSkewS = 30) {
-  const a = await signingKey('key-a')
-  const keys = await startKeySet(t, a)
-  const app = await startJwtApp(t, 'pglite', { issuer: keys.issuer, jwksUrl: keys.url, jwksCooldownMs: COOLDOWN_MS, fetchTimeoutMs: TIMEOUT_MS, clockSkewS })
-  // The set is fetched at start-up, ahead of the first token.
-  await until('the first fetch', () => keys.fetches() === 1)
-  return { a, keys, app, sign: async (key = a, claims: Record<string, unknown> = {}) => await signToken(key, keys.issuer, claims) }
-}
 
 t.test('an unknown kid refetches the key set at most once per cooldown', async (t) => {
   const { keys, app, sign } = await setUp(t)

@@ -1,5 +1,6 @@
 import t from 'tap'
 import { readFileSync } from 'node:fs'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { base64url, SignJWT } from 'jose'
 import { forEachBackend, TOKEN } from '../helper.js'
 import { request } from '../support/http.js'
@@ -131,6 +132,29 @@ t.test('with an issuer: RFC 9728 metadata, and the client-credentials flow in th
   const committed = JSON.parse(readFileSync(`${root}/openapi.json`, 'utf8')) as typeof doc
   t.notOk('oauth2' in committed.components.securitySchemes, 'the committed document has no issuer')
   t.notOk(committed.paths['/plants']?.post.responses['403'], 'nor its 403')
+})
+
+t.test('AUTH_JWKS_URL without AUTH_TOKEN_URL: discovery still gives the flow its token URL, and a provider down at start-up stops nothing', async (t) => {
+  const provider = await startProvider(t)
+  provider.hang(true)
+  const app = await startJwtApp(t, 'pglite', { issuer: provider.issuer, jwksUrl: `${provider.issuer}/jwks`, fetchTimeoutMs: 1000, jwksCooldownMs: 1500 })
+  t.equal((await app.create(TOKEN)).status, 200, 'the service started; static tokens work')
+  const flow = async (): Promise<unknown> => {
+    const doc = JSON.parse((await request(`${app.url}/openapi.json`)).body) as { components: { securitySchemes: Record<string, { flows?: unknown }> } }
+    return doc.components.securitySchemes.oauth2?.flows
+  }
+  t.equal(await flow(), undefined, 'no token URL known yet: no flow')
+  provider.hang(false)
+  // Each load of the document while the token URL is unknown may ask the
+  // issuer again, once per cooldown.
+  const deadline = Date.now() + 15_000
+  let flows = await flow()
+  while (flows === undefined && Date.now() < deadline) {
+    await sleep(250)
+    flows = await flow()
+  }
+  t.same(flows, { clientCredentials: { tokenUrl: `${provider.issuer}/token`, scopes: { 'plants:write': 'Add plants to the store' } } }, 'the flow, once the provider answers')
+  t.equal((await app.create(await provider.token(WRITER))).status, 200, 'its tokens are accepted')
 })
 
 t.test('the rate limit follows the client across its token refreshes', async (t) => {

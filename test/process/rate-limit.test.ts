@@ -6,6 +6,8 @@ import { request, type HttpAnswer } from '../support/http.js'
 import { metricsUrlOf, parseSamples, valueOf } from '../support/prometheus.js'
 import { buildApp } from '../../app.js'
 import { root } from '../support/processes.js'
+import { startJwtApp } from '../support/jwt-app.js'
+import { signingKey, signToken, startKeySet } from '../support/token-issuer.js'
 
 // RATE_LIMIT_PER_MINUTE over real sockets: per token, after auth, 429 in the
 // Error shape with Retry-After, counted in the metrics.
@@ -30,6 +32,8 @@ t.test('past the limit: 429 with Retry-After in the Error shape, per token', asy
   const { apiUrl, logs, metricsUrl } = await start(t)
   // Unauthenticated requests count against nobody.
   for (let i = 0; i < LIMIT + 2; i++) t.equal((await create(apiUrl, { ...jsonHeaders(), authorization: 'Bearer not-a-token' })).status, 401)
+  // Nor do creates of another media type.
+  for (let i = 0; i < LIMIT + 2; i++) t.equal((await create(apiUrl, { ...jsonHeaders(), 'content-type': 'text/plain' })).status, 415)
   for (let i = 0; i < LIMIT; i++) t.equal((await create(apiUrl)).status, 200, `create ${i + 1} of ${LIMIT}`)
 
   const refused = await create(apiUrl)
@@ -78,4 +82,25 @@ t.test('with a limit, the served document lists 429 on POST /plants with Retry-A
   t.same(answer.headers['Retry-After'], { $ref: '#/components/headers/Retry-After' })
   const committed = JSON.parse(readFileSync(`${root}/openapi.json`, 'utf8'))
   t.notOk(committed.paths['/plants'].post.responses['429'], 'the committed document (no limit configured) has no 429')
+})
+
+t.test('JWT clients past AUTH_MAX_CLIENTS never take a configured caller\'s window', async (t) => {
+  const key = await signingKey('key-a', 'ES256')
+  const keys = await startKeySet(t, key)
+  const maxClients = 100
+  const app = await startJwtApp(t, 'pglite', { issuer: keys.issuer, jwksUrl: keys.url, maxClients }, { rateLimitPerMinute: 2 })
+  t.same([(await app.create(TOKEN)).status, (await app.create(TOKEN)).status, (await app.create(TOKEN)).status], [200, 200, 429], 'the static token: two creates, then 429')
+  // One create each for half as many clients again as the bound, 8 at a time.
+  const clients = Array.from({ length: maxClients * 1.5 }, (_, i) => `client-${i}`)
+  const counts = new Map<number, number>()
+  await Promise.all(Array.from({ length: 8 }, async () => {
+    for (let id = clients.shift(); id !== undefined; id = clients.shift()) {
+      const status = (await app.create(await signToken(key, keys.issuer, { client_id: id, sub: id }))).status
+      counts.set(status, (counts.get(status) ?? 0) + 1)
+    }
+  }))
+  t.same(Object.fromEntries(counts), { 200: maxClients * 1.5 }, 'every JWT client created once')
+  const after = [(await app.create(TOKEN)).status, (await app.create(TOKEN)).status]
+  t.comment(`the static token after ${maxClients * 1.5} JWT clients: ${after.join(', ')}`)
+  t.same(after, [429, 429], 'the static token is still limited in the same minute')
 })

@@ -1,9 +1,10 @@
 import { Writable } from 'node:stream'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from '../../app.js'
 import type { Config, JwtAuthConfig } from '../../src/config.js'
 import { createTestDatabase, testConfig, type BackendName, type Teardown } from '../helper.js'
 import { request, type HttpAnswer } from './http.js'
-import { AUDIENCE, SCOPE } from './token-issuer.js'
+import { AUDIENCE, SCOPE, signingKey, signToken, startKeySet } from './token-issuer.js'
 
 // The service listening on loopback with JWT access tokens from `issuer`
 // accepted beside the static test tokens; its log lines kept in memory.
@@ -47,4 +48,27 @@ export async function startJwtApp (
 // The access line of the last answer with this status.
 export function accessLine (logs: string[], status: number): Record<string, unknown> | undefined {
   return logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request' && l.status === status).at(-1)
+}
+
+// Short, so a test sees a refetch (the defaults are 30 s and 5 s).
+export const KEYS_COOLDOWN_MS = 2500
+export const KEYS_TIMEOUT_MS = 1000
+
+export async function until (what: string, check: () => boolean, limitMs = 10_000): Promise<void> {
+  const deadline = Date.now() + limitMs
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${limitMs} ms`)
+    await sleep(20)
+  }
+}
+
+// The service on PGlite with its keys at AUTH_JWKS_URL, a key-set server
+// publishing key A, once it has fetched them (at start-up, ahead of the
+// first token); `sign` makes a token of a key (A unless told).
+export async function startWithKeySet (t: Teardown, clockSkewS = 30, fetchTimeoutMs = KEYS_TIMEOUT_MS) {
+  const a = await signingKey('key-a')
+  const keys = await startKeySet(t, a)
+  const app = await startJwtApp(t, 'pglite', { issuer: keys.issuer, jwksUrl: keys.url, jwksCooldownMs: KEYS_COOLDOWN_MS, fetchTimeoutMs, clockSkewS })
+  await until('the first fetch', () => keys.fetches() === 1)
+  return { a, keys, app, sign: async (key = a, claims: Record<string, unknown> = {}) => await signToken(key, keys.issuer, claims) }
 }

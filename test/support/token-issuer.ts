@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http'
+import { createServer, type Server, type ServerResponse } from 'node:http'
 import { once } from 'node:events'
 import type { AddressInfo } from 'node:net'
 import Provider from 'oidc-provider'
@@ -43,7 +43,8 @@ export interface Client { id: string, secret: string }
 export const WRITER: Client = { id: 'inventory', secret: 'inventory-secret-for-tests-only' }
 export const READER: Client = { id: 'reporting', secret: 'reporting-secret-for-tests-only' }
 
-export interface OpenIdProvider { issuer: string, key: SigningKey, token(client: Client, scope?: string): Promise<string>, jwksFetches(): number }
+// `hang` makes it accept connections and never answer (an issuer that is down).
+export interface OpenIdProvider { issuer: string, key: SigningKey, token(client: Client, scope?: string): Promise<string>, jwksFetches(): number, hang(on: boolean): void }
 
 export async function startProvider (t: Teardown): Promise<OpenIdProvider> {
   const key = await signingKey('provider-key-1')
@@ -73,16 +74,18 @@ export async function startProvider (t: Teardown): Promise<OpenIdProvider> {
     }
   })
   let fetches = 0
+  let hanging = false
   const callback = provider.callback()
   server.on('request', (req, res) => {
     if (req.url === '/jwks') fetches++
-    callback(req, res)
+    if (!hanging) callback(req, res)
   })
   t.teardown(() => closeServer(server))
   return {
     issuer,
     key,
     jwksFetches: () => fetches,
+    hang: (on) => { hanging = on },
     async token (c, scope = SCOPE) {
       const res = await fetch(`${issuer}/token`, {
         method: 'POST',
@@ -96,19 +99,45 @@ export async function startProvider (t: Teardown): Promise<OpenIdProvider> {
   }
 }
 
-// A key set at /jwks whose keys the test sets; `hang` makes it accept
-// connections and never answer.
-export interface KeySetServer { url: string, issuer: string, publish(...keys: SigningKey[]): void, hang(on: boolean): void, fetches(): number }
+// A key set at /jwks (and nothing else) whose keys the test sets; `hang` makes it accept
+// connections and never answer; `pad` makes the set carry a member of that
+// many bytes, streamed as the client reads it, and `sent` tells how many
+// bytes of the last answer went out (what a client read, give or take the
+// sockets' buffers).
+export interface KeySetServer {
+  url: string
+  issuer: string
+  publish(...keys: SigningKey[]): void
+  hang(on: boolean): void
+  pad(bytes: number): void
+  fetches(): number
+  sent(): number
+}
 
 export async function startKeySet (t: Teardown, ...keys: SigningKey[]): Promise<KeySetServer> {
   let published = keys
   let hanging = false
+  let padding = 0
   let fetches = 0
+  let sent = 0
   const server = createServer((req, res) => {
-    fetches++
+    if (req.url === '/jwks') fetches++
     if (hanging) return
+    // Nothing else: no discovery metadata, as for an issuer that publishes none.
+    if (req.url !== '/jwks') {
+      res.writeHead(404).end()
+      return
+    }
     res.writeHead(200, { 'content-type': 'application/json' })
-    res.end(JSON.stringify({ keys: published.map((k) => k.publicJwk) }))
+    const body = JSON.stringify({ keys: published.map((k) => k.publicJwk), ...(padding > 0 ? { padding: '' } : {}) })
+    if (padding === 0) {
+      sent = body.length
+      res.end(body)
+      return
+    }
+    // The body up to the padding's opening quote, the padding, then `"}`.
+    sent = 0
+    streamPadded(res, body.slice(0, -2), padding, (n) => { sent += n }).catch(() => res.destroy())
   })
   server.listen(0, '127.0.0.1')
   await once(server, 'listening')
@@ -119,8 +148,34 @@ export async function startKeySet (t: Teardown, ...keys: SigningKey[]): Promise<
     issuer: `${origin}/issuer`,
     publish: (...next) => { published = next },
     hang: (on) => { hanging = on },
-    fetches: () => fetches
+    pad: (bytes) => { padding = bytes },
+    fetches: () => fetches,
+    sent: () => sent
   }
+}
+
+async function streamPadded (res: ServerResponse, head: string, bytes: number, count: (n: number) => void): Promise<void> {
+  const chunk = Buffer.alloc(64 * 1024, 'x')
+  res.write(head)
+  count(head.length)
+  for (let written = 0; written < bytes && !res.destroyed; written += chunk.length) {
+    count(chunk.length)
+    // Backpressure: no more than the client takes.
+    if (!res.write(chunk)) await drainedOrClosed(res)
+  }
+  if (!res.destroyed) res.end('"}')
+}
+
+async function drainedOrClosed (res: ServerResponse): Promise<void> {
+  await new Promise<void>((resolve) => {
+    const done = (): void => {
+      res.off('drain', done)
+      res.off('close', done)
+      resolve()
+    }
+    res.on('drain', done)
+    res.on('close', done)
+  })
 }
 
 async function closeServer (server: Server): Promise<void> {
