@@ -10,7 +10,7 @@ export const UNMATCHED_ROUTE = 'unmatched'
 
 // Seconds; the top buckets catch creates waiting on a slow database (DB_TIMEOUT_MS defaults to 5 s).
 const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
-// Creates per write; the writer's bound is 256 (DEFAULT_MAX_BATCH).
+// Creates per write; the writer's bound is 256 (WRITER_DEFAULTS in src/store/plant-store.ts).
 const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 const OUTCOMES: readonly AnswerKind[] = ['created', 'replayed', 'conflict', 'unknown']
 // Callers are named by configuration and by the issuer's clients: past this
