@@ -53,8 +53,6 @@ export interface WriteBatch {
   readonly creates: ReadonlyArray<{ readonly item: PlantRecord }>
 }
 
-export interface WriterStats { queueDepth: number, inFlight: number }
-
 export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = true, log, writer = {} }: PlantStoreOptions = {}) {
   let isMigrated = migrated
   const observers: StoreObserver[] = []
@@ -74,7 +72,7 @@ export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = tru
   )
   return {
     observe: (observer: StoreObserver): void => { observers.push(observer) },
-    stats: (): WriterStats => ({ queueDepth: queue.depth(), inFlight: queue.inFlight() }),
+    stats: queue.stats,
     isMigrated: (): boolean => isMigrated,
     markMigrated: (): void => { isMigrated = true },
     // Resolves once the row is committed. Not async: one promise per create, the queue's.
@@ -183,8 +181,7 @@ interface WriteContext {
 // Keyed by the bigint: by its decimal text cost more (bench/RESULTS.md).
 interface Group { id: bigint, members: Create[] }
 
-// Once a write was sent and not confirmed, it may still commit: every later
-// failure of its groups is "unknown" (504).
+// A write sent and not confirmed may still commit: every later failure of its groups is "unknown" (504).
 interface Sent { unconfirmed: boolean }
 
 // Answers every request of groups; returns the error that failed them, so
@@ -200,11 +197,13 @@ async function settle (ctx: WriteContext, groups: Group[], deadline: number, sen
     }
     let unanswered = pending
     try {
-      unanswered = await insert(ctx, pending, deadline, sent)
+      unanswered = await insert(ctx, pending, deadline)
       pending = unanswered.length === 0
         ? []
         : await withDeadline(answerExisting(ctx, unanswered), Math.max(0, deadline - performance.now()), 'reading the stored plants')
     } catch (err) {
+      // Only a write's outcome can be unknown: the SELECT reads.
+      if (err instanceof OutcomeUnknownError) sent.unconfirmed = true
       // Safe to send again: a row the failed statement stored is answered as
       // a replay. Not a vanished row, so the attempt is not counted.
       if (isTransient(err) && await pauseBeforeRetry(outageRetries++, deadline)) {
@@ -244,13 +243,9 @@ async function pauseBeforeRetry (n: number, deadline: number): Promise<boolean> 
 
 // One statement for the groups' rows; answers those it created and returns
 // the groups whose id was already stored.
-async function insert (ctx: WriteContext, groups: Group[], deadline: number, sent: Sent): Promise<Group[]> {
+async function insert (ctx: WriteContext, groups: Group[], deadline: number): Promise<Group[]> {
   const plants = columns(groups.map((g) => (g.members[0] as Create).item))
   const rows = await ctx.db.writeBefore<{ id: unknown }>(deadline, insertBatchSql, plants, insertStatement)
-    .catch((err: unknown) => {
-      if (err instanceof OutcomeUnknownError) sent.unconfirmed = true
-      throw err
-    })
   const created = new Set(rows.map((row) => toId(row.id)))
   const existing: Group[] = []
   for (const g of groups) {

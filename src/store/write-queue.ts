@@ -9,6 +9,8 @@ export interface Pending<T, R> {
   reject: (err: unknown) => void
 }
 
+export interface WriterStats { queueDepth: number, inFlight: number }
+
 export interface WriteQueueOptions {
   maxBatch: number
   // What `weigh` adds up to in a batch (a batch holds at least one item).
@@ -60,8 +62,7 @@ export function createWriteQueue<T, R> (options: WriteQueueOptions, weigh: (item
         if (inFlight < concurrency) schedule()
       })
     },
-    depth: () => queue.length,
-    inFlight: () => inFlight
+    stats: (): WriterStats => ({ queueDepth: queue.length, inFlight })
   }
 }
 
