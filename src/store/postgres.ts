@@ -78,11 +78,9 @@ async function onClient<T> (pool: pg.Pool, fn: (client: pg.PoolClient) => Promis
   }
 }
 
+// Unnamed, pg sends the statement as it sends query(text, params).
 async function run<R extends Row> (client: pg.Pool | pg.PoolClient, text: string, params?: unknown[], { name }: QueryOptions = {}) {
-  const result = name === undefined
-    ? await client.query<R>(text, params)
-    : await client.query<R>({ name, text, values: params ?? [] })
-  return result.rows
+  return (await client.query<R>({ name, text, values: params })).rows
 }
 
 const storeError = (err: unknown): never => {
