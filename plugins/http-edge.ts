@@ -8,13 +8,10 @@ import { genReqId, newRequestId } from '../src/request-ids.js'
 import { ACCESS_LINE, edgeAccessFields } from './access-log.js'
 import { notFound } from './error-answers.js'
 
-// The contract's connection rules and what HTTP/1.1 leaves to the server, on
-// public APIs of Node and Fastify (docs/architecture.md, "A request's path"
-// and "The connection rules").
+// The connection rules and what HTTP/1.1 leaves to the server (docs/architecture.md).
 
-// Headers (slowloris), then the whole request, must arrive in time; a slow
-// client gets its 408 at most checkIntervalMs late. Keep-alive outlasts the
-// 60 s idle timeout of common load balancers, so they close first.
+// Headers (slowloris), then the whole request, must arrive in time. Keep-alive
+// outlasts common load balancers' 60 s, so they close first.
 const TIMEOUTS = { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 65_000, checkIntervalMs: 1_000 }
 export type ServerTimeouts = typeof TIMEOUTS & { connectionTimeoutMs: number }
 
@@ -27,20 +24,17 @@ export function serverTimeouts (config: Pick<Config, 'dbTimeoutMs'>, overrides: 
 // Node's default, stated: a larger header block gets 431.
 export const MAX_HEADER_BYTES = 16 * 1024
 
-// The Fastify options of the edge, fixed when the instance is created.
 export function edgeOptions (config: Config, timeouts?: Partial<ServerTimeouts>): FastifyHttpOptions<Server> {
   const t = serverTimeouts(config, timeouts)
   return {
     bodyLimit: config.bodyLimit,
     clientErrorHandler,
-    // Fastify sets these three on the server; the rest reach Node only through `http`.
+    // Fastify sets these three on the server it creates with `http`.
     requestTimeout: t.requestTimeoutMs,
     keepAliveTimeout: t.keepAliveTimeoutMs,
     connectionTimeout: t.connectionTimeoutMs,
     http: {
       headersTimeout: t.headersTimeoutMs,
-      requestTimeout: t.requestTimeoutMs,
-      keepAliveTimeout: t.keepAliveTimeoutMs,
       connectionsCheckingInterval: t.checkIntervalMs,
       maxHeaderSize: MAX_HEADER_BYTES,
       // Node's Host check answers with an empty body: framingError does it.
@@ -54,14 +48,12 @@ export function edgeOptions (config: Config, timeouts?: Partial<ServerTimeouts>)
   }
 }
 
-// A client may be sending a body of up to twice BODY_LIMIT for this long
-// when its answer is ready (the bounds of a lingering close).
+// How long a client may go on sending (up to twice BODY_LIMIT) once its answer is ready.
 export const LINGER_MS = 2_000
 
 // The response under way on each connection, to tell a pipelined request.
 const answering = new WeakMap<Socket, ServerResponse>()
-// Bytes a client still sends behind the request being answered (a dropped
-// pipelined request's body, bytes after Connection: close), until discarded.
+// Until discarded, what a client still sends behind the request being answered.
 const stillSending = new WeakMap<Socket, Promise<void>>()
 
 function holdFor (socket: Socket, read: Promise<void>): void {
@@ -87,10 +79,9 @@ function serveOneAtATime (request: FastifyRequest, reply: FastifyReply): boolean
   return false
 }
 
-// onSend: an answer given while the client still sends (its own unread body,
-// or a dropped pipelined request's) closes the connection once those bytes
-// are discarded, so the close is a FIN, not a reset that could destroy the
-// answer (RFC 9112 9.6). A client waiting for 100 Continue sends no body.
+// An answer given while the client still sends closes the connection once
+// those bytes are discarded: a FIN, not a reset that could destroy the answer
+// (RFC 9112 9.6). A client waiting for 100 Continue sends no body.
 function holdClosingAnswer (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void): void {
   const req = request.raw
   const unread = req.complete === false && req.headers.expect === undefined
@@ -100,8 +91,7 @@ function holdClosingAnswer (request: FastifyRequest, reply: FastifyReply, payloa
   Promise.all([behind, unread ? bodyRead(request) : undefined]).then(() => done(null, payload), () => done(null, payload))
 }
 
-// Resolves once the body is read and discarded, or past LINGER_MS or twice
-// BODY_LIMIT, when the client may be reset after all.
+// Or past LINGER_MS or twice BODY_LIMIT, when the client may be reset after all.
 async function bodyRead (request: FastifyRequest): Promise<void> {
   const req = request.raw
   const maxBytes = 2 * (request.server.initialConfig.bodyLimit ?? 0)
@@ -137,10 +127,9 @@ function endGracefully (socket: Socket, last = ''): void {
   setTimeout(() => socket.destroy(), LINGER_MS).unref()
 }
 
-// The last answer on a connection, written outside Fastify. Not sent (false)
-// when closing already, when a complete request's answer is under way (a
-// stored create keeps its answer), or when an incomplete request's answer has
-// begun (a second would corrupt the stream).
+// Written outside Fastify; not (false) when closing already, when a complete
+// request's answer is under way (a stored create keeps it), or when an
+// incomplete request's answer has begun (a second would corrupt the stream).
 function writeLastAnswer (socket: Socket, status: number, reqId: string, message?: string): boolean {
   if (!socket.writable) return false
   const res = answering.get(socket)
@@ -185,8 +174,7 @@ function bytesAfterClose (socket: Socket, bodyLimit: number): void {
   }))
 }
 
-// HTTP that Node's parser rejected before Fastify saw a request: no request
-// was parsed, so the request id is fresh. `this` is the instance.
+// HTTP that Node's parser rejected: no request was parsed, so the id is fresh.
 function clientErrorHandler (this: FastifyInstance, err: Error & { code?: string }, socket: Socket): void {
   if (err.code === 'ECONNRESET') {
     socket.destroy()
