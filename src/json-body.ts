@@ -18,8 +18,7 @@ export class JsonBodyError extends HttpError {
   }
 }
 
-// Far beyond any real request: the service takes flat objects.
-export const MAX_DEPTH = 1000
+export const MAX_DEPTH = 1000 // far beyond any real request: the service takes flat objects
 
 // Created once: a TextDecoder per request costs more than a small body.
 const utf8 = new TextDecoder('utf-8', { fatal: true })
@@ -38,8 +37,7 @@ export function parseJsonBody (bytes: Uint8Array): unknown {
   return value
 }
 
-// Bodies that hold a bigint (an id past 2^53): Ajv knows no bigint, so the
-// validator checks a copy (forValidation).
+// Ajv knows no bigint (an id past 2^53): for these bodies the validator checks a copy.
 const withBigInts = new WeakSet<object>()
 // Set by the reviver in the last parse; parsing is synchronous and never re-entered.
 let sawBigInt = false
@@ -170,9 +168,7 @@ function textKeys (text: string): TextKey[] {
   return keys
 }
 
-// The text again with each escaped key replaced by a plain placeholder no key
-// of the text starts with; parsed, then each placeholder renamed to its key as
-// decoded alone.
+// Placeholders no key of the text starts with, renamed after the parse.
 function readWithPlaceholders (text: string, written: TextKey[], escaped: TextKey[], needsText: boolean): unknown {
   let prefix = '@'
   while (written.some(({ key }) => key.startsWith(prefix))) prefix += '@'
@@ -188,8 +184,7 @@ function readWithPlaceholders (text: string, written: TextKey[], escaped: TextKe
   return copy(parse(rewritten + text.slice(from), needsText), (key) => real.get(key) ?? key, (leaf) => leaf)
 }
 
-// What the validator checks: the body, or a copy with bigints as numbers
-// (whole and range-checked already) while the handler keeps the exact bigint.
+// Bigints as numbers (whole and range-checked already); the handler keeps the exact bigint.
 export function forValidation (body: unknown): unknown {
   if (typeof body !== 'object' || body === null || !withBigInts.has(body)) return body
   return copy(body, (key) => key, (leaf) => typeof leaf === 'bigint' ? Number(leaf) : leaf)

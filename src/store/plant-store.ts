@@ -4,10 +4,9 @@ import { asStoreError, isTransient, isUnavailable, OutcomeUnknownError, StoreUna
 import { createWriteQueue, type Pending, type WriteQueueOptions } from './write-queue.js'
 
 // A create is answered once the database has its row; creates that arrive
-// while a write is in flight share the next statement, so the machine, not
-// the round trip, is the limit (docs/architecture.md, "The write queue").
+// while a write is in flight share the next statement (docs/architecture.md,
+// "The write queue").
 
-// The exact int64 id, tag absent as undefined.
 export interface PlantRecord {
   id: bigint
   name: string
@@ -20,13 +19,9 @@ export interface CreateOutcome { kind: 'created' | 'replayed' | 'conflict', plan
 export type AnswerKind = CreateOutcome['kind'] | 'unknown'
 
 export interface PlantStoreOptions {
-  // DB_TIMEOUT_MS: a create's wait in the queue, then its batch's write,
-  // retries included. Unset: no deadline.
-  timeoutMs?: number
-  // Until markMigrated, creates are refused and the store is not ready.
-  migrated?: boolean
+  timeoutMs?: number // for the queue, then again for the batch's write with its retries; unset: none
+  migrated?: boolean // until markMigrated, creates are refused and the store is not ready
   log?: Pick<BaseLogger, 'debug'>
-  // Batches in flight default to the backend's (Db.writers).
   writer?: WriterOptions
 }
 
@@ -37,11 +32,9 @@ type Create = Pending<PlantRecord, CreateOutcome>
 // The row bound matters only for bursts (bench/RESULTS.md).
 const WRITER_DEFAULTS = { maxBatch: 256, maxBatchBytes: 4 * 1024 * 1024, maxQueue: 10_000 }
 
-// What the store tells its watchers (metrics, tracing), synchronously on the
-// create path: a watcher must be cheap.
+// Told synchronously on the create path: a watcher must be cheap.
 export interface StoreObserver {
-  // In the caller's async context.
-  queued?(plant: PlantRecord): void
+  queued?(plant: PlantRecord): void // in the caller's async context
   rejectedFull?(): void
   batchStarted?(batch: WriteBatch): void
   batchFinished?(batch: WriteBatch, failure: unknown): void
@@ -88,7 +81,6 @@ export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = tru
 
 export type PlantStore = ReturnType<typeof createPlantStore>
 
-// The queue's write, numbered and told to the watchers.
 function watchedWriter (context: WriteContext, tell: (call: (o: StoreObserver) => void) => void): (batch: Create[]) => Promise<void> {
   let batches = 0
   return async (batch) => {
@@ -109,10 +101,9 @@ function watchedWriter (context: WriteContext, tell: (call: (o: StoreObserver) =
 // Orchestrators give a probe 1 s by default, however long DB_TIMEOUT_MS.
 const READY_TIMEOUT_MS = 800
 
-// Ready means a write can commit now (docs/operations.md, "Health"): a
-// read-only session raises 25006, so its connection is dropped; the WAL
-// message's commit waits for a synchronous standby as a create's does
-// (txid_current() alone writes no WAL).
+// A write can commit now (docs/operations.md, "Health"): a read-only session
+// raises 25006, so its connection is dropped; the WAL message's commit waits
+// for a synchronous standby as a create's does.
 const probeSql =
   'DO $$ BEGIN IF pg_is_in_recovery() OR current_setting(\'transaction_read_only\')::boolean THEN ' +
   'RAISE EXCEPTION \'the database does not accept writes\' USING ERRCODE = \'read_only_sql_transaction\'; END IF; ' +
@@ -184,9 +175,8 @@ interface Group { id: bigint, members: Create[] }
 // A write sent and not confirmed may still commit: every later failure of its groups is "unknown" (504).
 interface Sent { unconfirmed: boolean }
 
-// Answers every request of groups; returns the error that failed them, so
-// writing rows one by one can stop when the database is gone. Nothing is sent
-// past the deadline, counted from the take.
+// Returns the error that failed the groups, so writing rows one by one can
+// stop when the database is gone. Nothing is sent past the deadline.
 async function settle (ctx: WriteContext, groups: Group[], deadline: number, sent: Sent): Promise<unknown> {
   let pending = groups
   let outageRetries = 0
@@ -232,8 +222,7 @@ function failureAfter (err: unknown, sent: Sent): unknown {
   return err instanceof OutcomeUnknownError ? err : new OutcomeUnknownError('a write of this row was not confirmed', { cause: err })
 }
 
-// Waits before retry number n (from 0) unless the wait would end past the
-// deadline; true when it waited. With no deadline nothing bounds the retries: none.
+// True when it waited; not past the deadline, and with none nothing would bound the retries.
 async function pauseBeforeRetry (n: number, deadline: number): Promise<boolean> {
   const ms = Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** n) * (0.5 + Math.random() / 2)
   if (!Number.isFinite(deadline) || performance.now() + ms >= deadline) return false
@@ -241,8 +230,7 @@ async function pauseBeforeRetry (n: number, deadline: number): Promise<boolean> 
   return true
 }
 
-// One statement for the groups' rows; answers those it created and returns
-// the groups whose id was already stored.
+// Returns the groups whose id was already stored.
 async function insert (ctx: WriteContext, groups: Group[], deadline: number): Promise<Group[]> {
   const plants = columns(groups.map((g) => (g.members[0] as Create).item))
   const rows = await ctx.db.writeBefore<{ id: unknown }>(deadline, insertBatchSql, plants, insertStatement)
@@ -266,7 +254,7 @@ async function insert (ctx: WriteContext, groups: Group[], deadline: number): Pr
 // A type, not an interface, so it is a Row (which has an index signature).
 type Compared = { name: string, tag: string | null, same: boolean }
 
-// Answers the groups whose row is stored; returns those whose row is gone.
+// Returns the groups whose row is gone.
 async function answerExisting (ctx: WriteContext, groups: Group[]): Promise<Group[]> {
   const params = columns(groups.flatMap((g) => g.members.map((p) => p.item)))
   const rows = await ctx.db.query<Compared & { i: number }>(selectBatchSql, params, selectStatement)
