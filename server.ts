@@ -15,7 +15,8 @@ const SHUTDOWN_HARD_LIMIT_MS = 8_000
 // Written in the background: every way out of the process waits for them first.
 const logs = logDestination()
 
-function fail (message: string): never {
+async function fail (message: string): Promise<never> {
+  await flushLog(logs)
   process.stderr.write(`plant-store: ${message}\n`)
   process.exit(1)
 }
@@ -26,7 +27,7 @@ try {
   preparePgliteDataDir(loaded.config.database)
   await checkHost(loaded.config.host)
 } catch (err) {
-  if (err instanceof ConfigError) fail(err.message)
+  if (err instanceof ConfigError) await fail(err.message)
   throw err
 }
 const { config, generatedToken } = loaded
@@ -40,9 +41,8 @@ const app = await buildApp({
   logger: loggerOptions(config, logs),
   ...(config.database.kind === 'postgres' ? { background: { onFatal } } : {})
 }).catch(async (err: unknown) => {
-  await flushLog(logs)
   // A ConfigError here is the embedded database's directory in use.
-  return fail(err instanceof ConfigError ? err.message : `start-up failed: ${err instanceof Error ? err.message : String(err)}`)
+  return await fail(err instanceof ConfigError ? err.message : `start-up failed: ${err instanceof Error ? err.message : String(err)}`)
 })
 
 // close-with-grace reports a timeout or a second signal through pino, as JSON lines.
@@ -73,8 +73,7 @@ try {
   const refusal = err instanceof ConfigError ? err : listenError('PORT', config.host, config.port, err)
   app.log.fatal({ err }, 'cannot listen')
   await app.close().catch(() => {})
-  await flushLog(logs)
-  fail(refusal.message)
+  await fail(refusal.message)
 }
 
 // Past graceMs the remaining connections are closed so the server's close,
@@ -84,9 +83,5 @@ async function closeWithinGrace (app: FastifyInstance, graceMs: number): Promise
     app.log.warn({ graceMs }, 'drain bound reached: closing the remaining connections')
     app.server.closeAllConnections()
   }, graceMs)
-  try {
-    await app.close()
-  } finally {
-    clearTimeout(timer)
-  }
+  await app.close().finally(() => clearTimeout(timer))
 }
