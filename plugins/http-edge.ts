@@ -11,12 +11,11 @@ import { notFound } from './error-answers.js'
 // The connection rules and what HTTP/1.1 leaves to the server (docs/architecture.md).
 
 // Headers (slowloris), then the whole request, must arrive in time. Keep-alive
-// outlasts common load balancers' 60 s, so they close first.
+// outlasts common load balancers' 60 s, so they close first. A connection
+// silent while a request is open waits longer than a create can take (docs/api.md).
 const TIMEOUTS = { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 65_000, checkIntervalMs: 1_000 }
 export type ServerTimeouts = typeof TIMEOUTS & { connectionTimeoutMs: number }
 
-// A connection silent both ways while a request is open closes after
-// connectionTimeoutMs: longer than a create can take (docs/api.md).
 export function serverTimeouts (config: Pick<Config, 'dbTimeoutMs'>, overrides: Partial<ServerTimeouts> = {}): ServerTimeouts {
   return { ...TIMEOUTS, connectionTimeoutMs: Math.max(60_000, 4 * config.dbTimeoutMs + 10_000), ...overrides }
 }
@@ -60,9 +59,8 @@ function holdFor (socket: Socket, read: Promise<void>): void {
   stillSending.set(socket, Promise.all([stillSending.get(socket), read]).then(() => {}))
 }
 
-// A request that arrives before the answer to the one before it is written,
-// or after an answer that closes, is dropped unprocessed, and the connection
-// closes after the answer under way (RFC 9112 9.3.2: the client retries it).
+// A request that arrives before the answer to the one before it is written, or after an answer
+// that closes, is dropped unprocessed; the connection closes after the answer (RFC 9112 9.3.2).
 function serveOneAtATime (request: FastifyRequest, reply: FastifyReply): boolean {
   const socket = request.raw.socket
   // app.inject's requests have a stand-in, not a socket.
@@ -190,9 +188,8 @@ function clientErrorHandler (this: FastifyInstance, err: Error & { code?: string
 
 const CLOSE = { connection: 'close' }
 
-// The version (RFC 9110 6.2), exactly one valid Host in HTTP/1.1 (RFC 9112
-// 3.2) and transfer codings (6.1: Node decodes chunked only, so a coding in
-// front of it would reach the JSON reader undecoded).
+// RFC 9110 6.2, RFC 9112 3.2 and 6.1: Node decodes chunked only, so a coding
+// in front of it would reach the JSON reader undecoded.
 function framingError (req: IncomingMessage): HttpError | undefined {
   if (req.httpVersionMajor !== 1 || req.httpVersionMinor > 1) {
     return new HttpError(505, `HTTP/${req.httpVersion.slice(0, 10)} is not supported: send HTTP/1.1`, CLOSE)
@@ -228,18 +225,14 @@ function routingRule (fastify: FastifyInstance): (request: FastifyRequest) => Ht
   return (request) => {
     if (!request.is404) return undefined
     const path = request.url.split('?')[0] ?? ''
-    const allowed = methodsByPath.get(decodedPath(path))
+    let decoded = path
+    try {
+      decoded = decodeURIComponent(path)
+    } catch {}
+    const allowed = methodsByPath.get(decoded)
     if (allowed === undefined) return notFound(request)
     return new HttpError(405, `Method ${request.method.slice(0, 20)} is not allowed on ${path.slice(0, 100)}; use ${allowed.join(' or ')}`,
       { allow: allowed.join(', ') })
-  }
-}
-
-function decodedPath (path: string): string {
-  try {
-    return decodeURIComponent(path)
-  } catch {
-    return path
   }
 }
 

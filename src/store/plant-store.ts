@@ -7,11 +7,7 @@ import { createWriteQueue, type Pending, type WriteQueueOptions } from './write-
 // while a write is in flight share the next statement (docs/architecture.md,
 // "The write queue").
 
-export interface PlantRecord {
-  id: bigint
-  name: string
-  tag?: string
-}
+export interface PlantRecord { id: bigint, name: string, tag?: string }
 
 export interface CreateOutcome { kind: 'created' | 'replayed' | 'conflict', plant: PlantRecord }
 
@@ -41,10 +37,7 @@ export interface StoreObserver {
   answered?(kind: AnswerKind): void
 }
 
-export interface WriteBatch {
-  readonly id: number // from 1
-  readonly creates: ReadonlyArray<{ readonly item: PlantRecord }>
-}
+export interface WriteBatch { readonly id: number, readonly creates: ReadonlyArray<{ readonly item: PlantRecord }> }
 
 export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = true, log, writer = {} }: PlantStoreOptions = {}) {
   let isMigrated = migrated
@@ -136,15 +129,12 @@ function readinessProbe (db: Db, boundMs: number, migrated: () => boolean, log?:
   }
 }
 
-// Rows already stored come back from a second statement: under READ
-// COMMITTED it sees rows committed after the INSERT began; a CTE could not.
+// Stored rows come from a second statement, which sees rows committed after the INSERT began.
 export const insertBatchSql =
   'INSERT INTO plants (id, name, tag) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) ' +
   'ON CONFLICT (id) DO NOTHING RETURNING id'
-// The stored rows of ids the INSERT did not write, one per request (`i`,
-// from 1), and whether the request names exactly that plant. The database
-// compares (collation "C"): PGlite drops a leading U+FEFF from text it
-// returns, so text read back is never what a replay is compared with.
+// One row per request (`i`, from 1). The database compares (collation "C"):
+// PGlite drops a leading U+FEFF from text it returns.
 export const selectBatchSql =
   'SELECT r.i::int AS i, p.name, p.tag, ' +
   '(p.name IS NOT DISTINCT FROM r.name COLLATE "C" AND p.tag IS NOT DISTINCT FROM r.tag COLLATE "C") AS same ' +
@@ -154,19 +144,14 @@ export const selectBatchSql =
 const insertStatement = { name: 'plants_insert_batch' }
 const selectStatement = { name: 'plants_select_batch' }
 
-// A row neither written nor found was held by a transaction that rolled back
-// in between: written again, a bounded number of times.
+// A row neither written nor found was held by a transaction that rolled back in between.
 const MAX_ATTEMPTS = 5
 
-// Pauses while the database is away, jittered so that replicas do not retry in step.
+// Jittered, so that replicas do not retry in step.
 const RETRY_FIRST_MS = 25
 const RETRY_MAX_MS = 500
 
-interface WriteContext {
-  db: Db
-  timeoutMs: number
-  onAnswer: (kind: AnswerKind) => void
-}
+interface WriteContext { db: Db, timeoutMs: number, onAnswer: (kind: AnswerKind) => void }
 
 // The requests of a batch naming one id; the first one's plant is stored.
 // Keyed by the bigint: by its decimal text cost more (bench/RESULTS.md).
