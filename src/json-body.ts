@@ -32,7 +32,7 @@ export function parseJsonBody (bytes: Uint8Array): unknown {
   }
   const { members, needsText } = scan(text)
   const parsed = parse(text, needsText)
-  const value = countKeys(parsed) === members && !sourceLost && !text.includes('\\') ? parsed : checkKeys(text, parsed, needsText)
+  const value = countKeys(parsed) === members && !text.includes('\\') ? parsed : checkKeys(text, parsed, needsText)
   if (sawBigInt && typeof value === 'object' && value !== null) withBigInts.add(value)
   return value
 }
@@ -41,11 +41,9 @@ export function parseJsonBody (bytes: Uint8Array): unknown {
 const withBigInts = new WeakSet<object>()
 // Set by the reviver in the last parse; parsing is synchronous and never re-entered.
 let sawBigInt = false
-let sourceLost = false
 
 function parse (text: string, needsText: boolean): unknown {
   sawBigInt = false
-  sourceLost = false
   try {
     return needsText ? JSON.parse(text, exactNumbers) : JSON.parse(text)
   } catch (err) {
@@ -63,11 +61,8 @@ function syntaxFault (err: unknown): string {
 
 function exactNumbers (this: unknown, _key: string, value: unknown, context?: { source?: string }): unknown {
   if (typeof value !== 'number') return value
-  // V8 gives no source for a value under a misread key (checkKeys reads it again).
-  if (context?.source === undefined) {
-    sourceLost = true
-    return value
-  }
+  // V8 gives no source for a value under a misread key, which checkKeys reads again.
+  if (context?.source === undefined) return value
   const exact = exactNumber(value, context.source)
   if (typeof exact === 'bigint') sawBigInt = true
   return exact
@@ -139,7 +134,7 @@ function checkKeys (text: string, value: unknown, needsText: boolean): unknown {
     seen.add(id)
   }
   const escaped = written.filter(({ start, end }) => text.slice(start, end).includes('\\'))
-  return escaped.length === 0 && !sourceLost ? value : readWithPlaceholders(text, written, escaped, needsText)
+  return escaped.length === 0 ? value : readWithPlaceholders(text, written, escaped, needsText)
 }
 
 // Every key of a valid JSON text, decoded alone, with its object's number
