@@ -19,8 +19,7 @@ declare module 'fastify' {
 const ajv = new Ajv({
   strict: true,
   formats: {
-    // 2^63 itself passes: the exact bigint INT64_MAX becomes that double in
-    // the validator's copy; the reader has checked the range exactly.
+    // 2^63 passes: INT64_MAX becomes it in the validator's copy; the reader checked the range exactly.
     int64: { type: 'number', validate: (n: number) => Number.isInteger(n) && Math.abs(n) <= 2 ** 63 },
     int32: { type: 'number', validate: (n: number) => Number.isInteger(n) && n >= -2147483648 && n <= 2147483647 }
   }

@@ -3,9 +3,8 @@ import type { Config } from './config.js'
 
 export type LogDestination = ReturnType<typeof pino.destination>
 
-// stdout in batches, written asynchronously: a write(2) per line cost a
-// request more than the line itself (bench/RESULTS.md). The timer shows a
-// quiet service's lines at once.
+// In batches: a write(2) per line cost more than the line (bench/RESULTS.md).
+// The timer shows a quiet service's lines at once.
 const MIN_BATCH = 4096
 const FLUSH_EVERY_MS = 100
 
@@ -66,8 +65,7 @@ function hasPinoPretty (): boolean {
 // names, never the plant data it can quote (SECURITY.md, "What is logged").
 const DATABASE_ERROR_FIELDS = ['code', 'severity', 'constraint', 'table', 'column', 'schema', 'dataType', 'routine'] as const
 
-// SQLSTATE classes whose message can quote a value: 22 data exception
-// ('invalid input syntax for type bigint: "…"'), P0 raised by PL/pgSQL.
+// SQLSTATE classes whose message can quote a value: 22 data exception, P0 raised by PL/pgSQL.
 const MESSAGE_MAY_QUOTE_DATA = /^(22|P0)/
 
 interface DatabaseErrorLike extends Error { code: string }

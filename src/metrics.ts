@@ -74,8 +74,7 @@ function requestDuration (registers: Registry[]) {
     buckets: DURATION_BUCKETS,
     registers
   })
-  // The label children, looked up once per method, route and status: this
-  // runs on every request.
+  // Label children looked up once per method, route and status: this runs on every request.
   const byLabels = new Map<string, Histogram.Internal<'method' | 'route' | 'status_code'>>()
   return (method: string, route: string, status: number, seconds: number): void => {
     const key = `${method} ${status} ${route}`

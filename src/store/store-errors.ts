@@ -37,9 +37,8 @@ export function isUnavailable (err: unknown): boolean {
   return unavailableMessages.some((m) => err.message.includes(m))
 }
 
-// Worth sending again within the deadline: a database that may come back
-// (not a closed store, nor our own deadline, which has no cause), or an
-// unknown outcome, whose repeat answers what the database holds.
+// A database that may come back (not a closed store, nor our own deadline,
+// which has no cause), or an unknown outcome, whose repeat tells.
 export function isTransient (err: unknown): boolean {
   if (!(err instanceof OutcomeUnknownError || isUnavailable(err))) return false
   const cause = err instanceof StoreUnavailableError || err instanceof OutcomeUnknownError ? err.cause : err
