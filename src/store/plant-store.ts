@@ -79,14 +79,12 @@ function watchedWriter (context: WriteContext, tell: (call: (o: StoreObserver) =
   return async (batch) => {
     const event: WriteBatch = { id: ++batches, creates: batch }
     tell((o) => o.batchStarted?.(event))
-    let failure: unknown
-    try {
-      failure = await settle(context, groupById(batch), performance.now() + context.timeoutMs, { unconfirmed: false })
-    } catch (err) {
-      // A bug must not leave a request waiting forever (answered ones ignore this).
-      failure = err
-      for (const p of batch) p.reject(err)
-    }
+    const failure = await settle(context, groupById(batch), performance.now() + context.timeoutMs, { unconfirmed: false })
+      .catch((err: unknown) => {
+        // A bug must not leave a request waiting forever (answered ones ignore this).
+        for (const p of batch) p.reject(err)
+        return err
+      })
     tell((o) => o.batchFinished?.(event, failure))
   }
 }
@@ -118,14 +116,11 @@ function readinessProbe (db: Db, boundMs: number, migrated: () => boolean, log?:
   return async () => {
     if (!migrated()) return false
     inFlight ??= probeCommit(db).finally(() => { inFlight = undefined })
-    try {
-      await withDeadline(inFlight, boundMs, 'readiness check')
-      return true
-    } catch (err) {
+    return await withDeadline(inFlight, boundMs, 'readiness check').then(() => true, (err: unknown) => {
       // At debug: the refused creates and the migration retries show an outage at warn.
       log?.debug({ err }, 'readiness check failed')
       return false
-    }
+    })
   }
 }
 
