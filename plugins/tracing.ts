@@ -51,14 +51,12 @@ async function tracingPlugin (fastify: FastifyInstance, opts: TracingOptions): P
   })
   fastify.addHook('onClose', async () => {
     instrumentation.disable()
-    try {
-      await provider.shutdown() // exports the spans still buffered
-    } finally {
-      // So an app built later in the same process (tests) can register its own.
+    // Exports the spans still buffered; then an app built later in the process (tests) can register its own.
+    await provider.shutdown().finally(() => {
       trace.disable()
       context.disable()
       propagation.disable()
-    }
+    })
   })
 }
 

@@ -76,9 +76,5 @@ export async function withDeadline<T> (work: Promise<T>, ms: number, what: strin
   const expired = new Promise<never>((_resolve, reject) => {
     timer = setTimeout(() => reject(new StoreUnavailableError(`${what} took longer than ${ms} ms`)), ms)
   })
-  try {
-    return await Promise.race([work, expired])
-  } finally {
-    clearTimeout(timer)
-  }
+  return await Promise.race([work, expired]).finally(() => clearTimeout(timer))
 }
