@@ -97,8 +97,8 @@ function scrapedGauges (registry: Registry, { writer, pool, ready }: Parameters<
     gauge(registry, 'plant_store_db_pool_waiting_clients', 'Queries waiting for a PostgreSQL connection', () => pool().waiting)
   }
   // For the alert on a replica not ready (deploy/prometheus/).
-  const readyHelp = 'Whether this replica is ready: migrations applied and a write can commit now (GET /health/ready), 0 while shutting down'
-  gauge(registry, 'plant_store_ready', readyHelp, async () => await ready() ? 1 : 0)
+  const help = 'Whether this replica is ready: migrations applied and a write can commit now (GET /health/ready), 0 while shutting down'
+  gauge(registry, 'plant_store_ready', help, async () => await ready() ? 1 : 0)
 }
 
 function gauge (registry: Registry, name: string, help: string, read: () => number | Promise<number>): void {
