@@ -5,20 +5,18 @@ import { buildApp } from './app.js'
 import { EXAMPLE_PLANT } from './src/schemas.js'
 import { flushLog, logDestination, loggerOptions } from './src/logger.js'
 
-// The only file that listens: builds the app, listens, and closes it on a
-// signal. In-flight requests get SHUTDOWN_GRACE_MS after SIGTERM/SIGINT, well
-// inside `docker stop`'s 10 s; a client cut off after it got no answer, so it
-// retries (creates are idempotent) and nothing it was told is lost.
+// The only file that listens, and closes on a signal. In-flight requests get
+// a grace well inside `docker stop`'s 10 s; a client cut off got no answer,
+// so it retries (creates are idempotent) and nothing it was told is lost.
 const SHUTDOWN_GRACE_MS = 5_000
-// Last resort if closing hangs even with every connection gone (close-with-
-// grace then exits 1): still inside the engine's 10 s.
+// Should closing hang even with every connection gone (close-with-grace then exits 1).
 const SHUTDOWN_HARD_LIMIT_MS = 8_000
 
-// Log lines are written in the background (src/logger.ts):
-// every way out of the process below waits for them first.
+// Written in the background: every way out of the process waits for them first.
 const logs = logDestination()
 
-function fail (message: string): never {
+async function fail (message: string): Promise<never> {
+  await flushLog(logs)
   process.stderr.write(`plant-store: ${message}\n`)
   process.exit(1)
 }
@@ -29,7 +27,7 @@ try {
   preparePgliteDataDir(loaded.config.database)
   await checkHost(loaded.config.host)
 } catch (err) {
-  if (err instanceof ConfigError) fail(err.message)
+  if (err instanceof ConfigError) await fail(err.message)
   throw err
 }
 const { config, generatedToken } = loaded
@@ -43,13 +41,11 @@ const app = await buildApp({
   logger: loggerOptions(config, logs),
   ...(config.database.kind === 'postgres' ? { background: { onFatal } } : {})
 }).catch(async (err: unknown) => {
-  await flushLog(logs)
   // A ConfigError here is the embedded database's directory in use.
-  return fail(err instanceof ConfigError ? err.message : `start-up failed: ${err instanceof Error ? err.message : String(err)}`)
+  return await fail(err instanceof ConfigError ? err.message : `start-up failed: ${err instanceof Error ? err.message : String(err)}`)
 })
 
-// close-with-grace reports a timeout or a second signal through this
-// logger: pino, so production output stays JSON lines.
+// close-with-grace reports a timeout or a second signal through pino, as JSON lines.
 const graceLogger = { error: (msg: unknown) => app.log.error(msg instanceof Error ? { err: msg } : { msg: String(msg) }) }
 
 closeWithGrace({ delay: SHUTDOWN_HARD_LIMIT_MS, logger: graceLogger }, async ({ signal, err }) => {
@@ -64,9 +60,8 @@ closeWithGrace({ delay: SHUTDOWN_HARD_LIMIT_MS, logger: graceLogger }, async ({ 
 try {
   const address = await app.listen({ port: config.port, host: config.host })
   if (generatedToken !== undefined) {
-    // After the log lines written so far, not in the middle of them.
-    await flushLog(logs)
-    // Printed once, outside the JSON log, for a person trying the service.
+    await flushLog(logs) // not in the middle of the log lines written so far
+    // Outside the JSON log, for a person trying the service.
     process.stdout.write(
       `\nNo API_TOKENS configured: generated a token for this run.\n  Token: ${generatedToken}\n` +
       `  Try:   curl -X POST ${address}/plants -H 'Authorization: Bearer ${generatedToken}' ` +
@@ -78,21 +73,15 @@ try {
   const refusal = err instanceof ConfigError ? err : listenError('PORT', config.host, config.port, err)
   app.log.fatal({ err }, 'cannot listen')
   await app.close().catch(() => {})
-  await flushLog(logs)
-  fail(refusal.message)
+  await fail(refusal.message)
 }
 
-// app.close(), bounded: past graceMs the remaining connections are closed so
-// the server's close, and then the database's, can finish. A request that
-// arrives meanwhile is refused (plugins/http-edge.ts).
+// Past graceMs the remaining connections are closed so the server's close,
+// and then the database's, can finish.
 async function closeWithinGrace (app: FastifyInstance, graceMs: number): Promise<void> {
   const timer = setTimeout(() => {
     app.log.warn({ graceMs }, 'drain bound reached: closing the remaining connections')
     app.server.closeAllConnections()
   }, graceMs)
-  try {
-    await app.close()
-  } finally {
-    clearTimeout(timer)
-  }
+  await app.close().finally(() => clearTimeout(timer))
 }

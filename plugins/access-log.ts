@@ -5,26 +5,23 @@ import type { Level } from 'pino'
 import type { AnswerKind } from '../src/store/plant-store.js'
 import { genReqId, TRACE_ID_FIELD, traceIdOf } from '../src/request-ids.js'
 
-// The access line: one per answer, once sent, with what an operator searches
-// by (docs/operations.md, "Logs") and nothing a caller sent as data.
+// One access line per answer, once sent, with what an operator searches by
+// (docs/operations.md, "Logs") and nothing a caller sent as data.
 
 export const ACCESS_LINE = 'request'
 
 declare module 'fastify' {
   interface FastifyRequest {
-    // A create's outcome ('unknown' for a 504), set by the route, and who
-    // called, set by auth: for the access line and the metrics.
+    // For the access line and the metrics: set by the route ('unknown' for a 504), and by auth.
     createOutcome: AnswerKind | null
     caller: string | null
   }
   interface FastifyContextConfig {
-    // The level of the route's access line, info unless set (the probes log at debug).
-    accessLogLevel?: Level
+    accessLogLevel?: Level // info unless set
   }
 }
 
-// Fastify's request lines ("incoming request", "request completed") replaced
-// by the one access line, through Fastify's documented LogController.
+// Fastify's two request lines replaced by the one, through its documented LogController.
 class AccessLog extends LogController {
   override incomingRequest (): void {}
 
@@ -45,14 +42,13 @@ class AccessLog extends LogController {
   }
 }
 
-// Fastify's childLoggerFactory: trace_id bound when the caller sent one.
+// trace_id bound when the caller sent one.
 const childLoggerWithTraceId: NonNullable<FastifyServerOptions['childLoggerFactory']> = function (logger, bindings, opts, rawReq: IncomingMessage) {
   const traceId = traceIdOf(rawReq.headers.traceparent)
   return logger.child(traceId === undefined ? bindings : { ...bindings, [TRACE_ID_FIELD]: traceId }, opts)
 }
 
-// The Fastify options that make the request's log lines: fixed when the
-// instance is created, so app.ts passes them to Fastify().
+// Fixed when the instance is created, so app.ts passes them to Fastify().
 export function loggingOptions (logger: FastifyServerOptions['logger']): FastifyServerOptions {
   return { logger, logController: new AccessLog(), genReqId, requestIdHeader: false, childLoggerFactory: childLoggerWithTraceId }
 }
@@ -62,8 +58,7 @@ export function edgeAccessFields (reqId: string, status: number, method?: string
   return method === undefined ? { reqId, status } : { reqId, method, route: null, status }
 }
 
-// Declared on every request, so each has them from the start (a property
-// added later would change the request's shape, and slow every request).
+// On every request from the start: a property added later would change its shape, and slow every request.
 async function accessLog (fastify: FastifyInstance): Promise<void> {
   fastify.decorateRequest('createOutcome', null)
   fastify.decorateRequest('caller', null)

@@ -8,89 +8,59 @@ import { genReqId, newRequestId } from '../src/request-ids.js'
 import { ACCESS_LINE, edgeAccessFields } from './access-log.js'
 import { notFound } from './error-answers.js'
 
-// The HTTP edge: the contract's connection rules and what HTTP/1.1 leaves to
-// the server, in the one onRequest hook every request meets first
-// (docs/architecture.md, "A request's path" and "The connection rules"), on
-// public APIs of Node and Fastify.
+// The connection rules and what HTTP/1.1 leaves to the server (docs/architecture.md).
 
-// How long one client may hold a connection; a slow one is cut off with a
-// 408 at most checkIntervalMs past its deadline.
-export interface ServerTimeouts {
-  // Headers (slowloris), then the whole request, must arrive within these.
-  headersTimeoutMs: number
-  requestTimeoutMs: number
-  // Past the 60 s idle timeout of common load balancers, so they close first.
-  keepAliveTimeoutMs: number
-  // A connection with no traffic either way while a request is open closes
-  // after this; it must exceed the longest a create can take (about
-  // 4 x DB_TIMEOUT_MS + 1 s: docs/api.md).
-  connectionTimeoutMs: number
-  checkIntervalMs: number
-}
+// Headers (slowloris), then the whole request, must arrive in time. Keep-alive
+// outlasts common load balancers' 60 s, so they close first. A connection
+// silent while a request is open waits longer than a create can take (docs/api.md).
+const TIMEOUTS = { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 65_000, checkIntervalMs: 1_000 }
+export type ServerTimeouts = typeof TIMEOUTS & { connectionTimeoutMs: number }
 
 export function serverTimeouts (config: Pick<Config, 'dbTimeoutMs'>, overrides: Partial<ServerTimeouts> = {}): ServerTimeouts {
-  return {
-    headersTimeoutMs: 10_000,
-    requestTimeoutMs: 30_000,
-    keepAliveTimeoutMs: 65_000,
-    connectionTimeoutMs: Math.max(60_000, 4 * config.dbTimeoutMs + 10_000),
-    checkIntervalMs: 1_000,
-    ...overrides
-  }
+  return { ...TIMEOUTS, connectionTimeoutMs: Math.max(60_000, 4 * config.dbTimeoutMs + 10_000), ...overrides }
 }
 
-// Node's default, stated: a header block larger than this gets 431.
+// Node's default, stated: a larger header block gets 431.
 export const MAX_HEADER_BYTES = 16 * 1024
 
-// The Fastify options of the edge, fixed when the instance is created.
 export function edgeOptions (config: Config, timeouts?: Partial<ServerTimeouts>): FastifyHttpOptions<Server> {
   const t = serverTimeouts(config, timeouts)
   return {
     bodyLimit: config.bodyLimit,
-    // Malformed HTTP, in the Error shape.
     clientErrorHandler,
-    // Fastify sets these three on the server itself; the rest reach Node only
-    // through the options it passes to http.createServer.
+    // Fastify sets these three on the server it creates with `http`.
     requestTimeout: t.requestTimeoutMs,
     keepAliveTimeout: t.keepAliveTimeoutMs,
     connectionTimeout: t.connectionTimeoutMs,
     http: {
       headersTimeout: t.headersTimeoutMs,
-      requestTimeout: t.requestTimeoutMs,
-      keepAliveTimeout: t.keepAliveTimeoutMs,
       connectionsCheckingInterval: t.checkIntervalMs,
       maxHeaderSize: MAX_HEADER_BYTES,
-      // Node's Host check answers with an empty body: hostError does it.
+      // Node's Host check answers with an empty body: framingError does it.
       requireHostHeader: false
     },
-    // Opening embedded PGlite compiles WebAssembly and runs initdb: seconds, not ms.
+    // Opening embedded PGlite compiles WebAssembly and runs initdb: seconds.
     pluginTimeout: 60_000,
-    // Fastify's own 503 during close has a body outside the contract: the
-    // edge's hook answers instead.
+    // Fastify's own 503 during close has a body outside the contract: the edge answers instead.
     return503OnClosing: false,
     forceCloseConnections: 'idle'
   }
 }
 
-// A client may legitimately be sending a body of up to twice BODY_LIMIT for
-// this long when its answer is ready (the contract's bounds of a lingering close).
+// How long a client may go on sending (up to twice BODY_LIMIT) once its answer is ready.
 export const LINGER_MS = 2_000
 
 // The response under way on each connection, to tell a pipelined request.
 const answering = new WeakMap<Socket, ServerResponse>()
-// What a client still sends behind the request being answered (the body of
-// a pipelined request dropped, bytes after Connection: close), until read and
-// discarded, by connection.
+// Until discarded, what a client still sends behind the request being answered.
 const stillSending = new WeakMap<Socket, Promise<void>>()
 
 function holdFor (socket: Socket, read: Promise<void>): void {
   stillSending.set(socket, Promise.all([stillSending.get(socket), read]).then(() => {}))
 }
 
-// One request at a time: a request that arrives before the answer to the one
-// before it is written, or after an answer that closes the connection, is
-// dropped unprocessed and the connection closes after the answer under way
-// (RFC 9112 9.3.2: the client retries it). False when dropped.
+// A request that arrives before the answer to the one before it is written, or after an answer
+// that closes, is dropped unprocessed; the connection closes after the answer (RFC 9112 9.3.2).
 function serveOneAtATime (request: FastifyRequest, reply: FastifyReply): boolean {
   const socket = request.raw.socket
   // app.inject's requests have a stand-in, not a socket.
@@ -102,18 +72,14 @@ function serveOneAtATime (request: FastifyRequest, reply: FastifyReply): boolean
   }
   request.log.info('request dropped unprocessed: it arrived before the answer to the one before it was written')
   reply.hijack()
-  // Its body is read and discarded before the answer under way goes out (holdClosingAnswer).
   holdFor(socket, bodyRead(request))
   if (previous !== undefined && !previous.writableFinished) closeAfter(previous, socket)
   return false
 }
 
-// onSend: an answer given while the client is still sending (its own body
-// not read yet: 401, 404, 405, 413, 415, a shed 503; or the body of a
-// pipelined request dropped behind it) closes the connection, and goes out
-// once those bytes have been read and discarded. The client is done sending
-// by then, so the close is a FIN and not a reset that could destroy the
-// answer (RFC 9112 9.6). A client waiting for 100 Continue sends no body.
+// An answer given while the client still sends closes the connection once
+// those bytes are discarded: a FIN, not a reset that could destroy the answer
+// (RFC 9112 9.6). A client waiting for 100 Continue sends no body.
 function holdClosingAnswer (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void): void {
   const req = request.raw
   const unread = req.complete === false && req.headers.expect === undefined
@@ -123,8 +89,7 @@ function holdClosingAnswer (request: FastifyRequest, reply: FastifyReply, payloa
   Promise.all([behind, unread ? bodyRead(request) : undefined]).then(() => done(null, payload), () => done(null, payload))
 }
 
-// Resolves once the request's body has been read and discarded, or at once
-// past LINGER_MS or twice BODY_LIMIT, when the client may be reset after all.
+// Or past LINGER_MS or twice BODY_LIMIT, when the client may be reset after all.
 async function bodyRead (request: FastifyRequest): Promise<void> {
   const req = request.raw
   const maxBytes = 2 * (request.server.initialConfig.bodyLimit ?? 0)
@@ -145,28 +110,24 @@ async function bodyRead (request: FastifyRequest): Promise<void> {
   })
 }
 
-// The connection closes once res is written: with Connection: close while
-// its head can still say so (Node then ends the socket), else by endGracefully.
+// Closes once res is written: by Connection: close while its head can say
+// so (Node then ends the socket), else by endGracefully.
 function closeAfter (res: ServerResponse, socket: Socket): void {
   if (!res.headersSent) res.setHeader('connection', 'close')
   else res.once('finish', () => endGracefully(socket))
 }
 
-// Ends the server's side (after `last`, if given), then lets what the client
-// still sends be read and discarded until it closes its side or LINGER_MS
-// pass: closed with unread bytes, the socket would send a reset, which can
-// destroy the answer before the client reads it (RFC 9112 9.6).
+// Ends the server's side, then discards what the client still sends until it
+// closes or LINGER_MS pass: unread bytes would make the close a reset.
 function endGracefully (socket: Socket, last = ''): void {
   socket.end(last)
   socket.resume()
   setTimeout(() => socket.destroy(), LINGER_MS).unref()
 }
 
-// The last answer on a connection, written outside Fastify (malformed HTTP, a
-// slow client, CONNECT). Not sent (false) when closing already, when a complete
-// request's answer is under way (it goes out: a stored create keeps its
-// answer), or when an incomplete request's answer has begun (a second would
-// corrupt the stream).
+// Written outside Fastify; not (false) when closing already, when a complete
+// request's answer is under way (a stored create keeps it), or when an
+// incomplete request's answer has begun (a second would corrupt the stream).
 function writeLastAnswer (socket: Socket, status: number, reqId: string, message?: string): boolean {
   if (!socket.writable) return false
   const res = answering.get(socket)
@@ -179,9 +140,7 @@ function writeLastAnswer (socket: Socket, status: number, reqId: string, message
       socket.destroy()
       return false
     }
-    // The request under way is answered here: the rest of its body, should it
-    // still come, is left unread, so it is never processed (Fastify has been
-    // reading it since before the request timeout could pass).
+    // Answered here: the rest of its body is left unread, so never processed.
     res.req.pause()
   }
   const { body, headers } = rawError(status, reqId, message)
@@ -190,10 +149,9 @@ function writeLastAnswer (socket: Socket, status: number, reqId: string, message
   return true
 }
 
-// Resolves the connection's hold once no chunk has come for IDLE_MS (long
-// enough for a sender that a busy machine holds up; only a client that sends
-// after Connection: close waits for it), or past LINGER_MS or twice
-// BODY_LIMIT since the first.
+// Bytes after Connection: close hold the answer until IDLE_MS pass without a
+// chunk (a sender a busy machine holds up is not done), or past LINGER_MS or
+// twice BODY_LIMIT since the first.
 const IDLE_MS = 500
 const afterClose = new WeakMap<Socket, () => void>()
 
@@ -214,16 +172,13 @@ function bytesAfterClose (socket: Socket, bodyLimit: number): void {
   }))
 }
 
-// Answers HTTP that Node's parser rejected before Fastify saw a request (bad
-// request line, oversized headers, timeouts). Fastify calls it with the
-// instance as `this`. No request was parsed: the request id is fresh.
+// HTTP that Node's parser rejected: no request was parsed, so the id is fresh.
 function clientErrorHandler (this: FastifyInstance, err: Error & { code?: string }, socket: Socket): void {
   if (err.code === 'ECONNRESET') {
     socket.destroy()
     return
   }
-  // Node's parser reads and refuses each chunk sent after a request with
-  // Connection: close; the answer to that request waits until they stop.
+  // Node's parser refuses each chunk sent after Connection: close.
   if (err.code === 'HPE_CLOSED_CONNECTION') return bytesAfterClose(socket, this.initialConfig.bodyLimit ?? 0)
   const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
   const reqId = newRequestId()
@@ -233,11 +188,8 @@ function clientErrorHandler (this: FastifyInstance, err: Error & { code?: string
 
 const CLOSE = { connection: 'close' }
 
-// What HTTP/1.1 leaves to the server: the version (RFC 9110 6.2), Host
-// (RFC 9112 3.2: exactly one, and valid, in HTTP/1.1) and transfer codings
-// (6.1: Node's parser decodes chunked only, so a coding in front of it would
-// reach the JSON reader undecoded). Node's own Host check answers with an
-// empty 400, so it is turned off (edgeOptions) and made here.
+// RFC 9110 6.2, RFC 9112 3.2 and 6.1: Node decodes chunked only, so a coding
+// in front of it would reach the JSON reader undecoded.
 function framingError (req: IncomingMessage): HttpError | undefined {
   if (req.httpVersionMajor !== 1 || req.httpVersionMinor > 1) {
     return new HttpError(505, `HTTP/${req.httpVersion.slice(0, 10)} is not supported: send HTTP/1.1`, CLOSE)
@@ -260,10 +212,8 @@ function framingError (req: IncomingMessage): HttpError | undefined {
 // uri-host [ ":" port ]: an IP literal, or a reg-name of unreserved, sub-delims and %-escapes.
 const VALID_HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~!$&'()*+,;=%-]*)(?::[0-9]*)?$/
 
-// Routing comes first: a request no route takes is answered here, before
-// auth and before its body is read (Fastify's 404 route would parse it). An
-// API path (an operation of the OpenAPI document) answers another method 405
-// with Allow; anything else, 404.
+// Before auth and the body (Fastify's 404 route would parse it): 405 with
+// Allow on an API path (an operationId's), else 404.
 function routingRule (fastify: FastifyInstance): (request: FastifyRequest) => HttpError | undefined {
   const methodsByPath = new Map<string, string[]>()
   fastify.addHook('onRoute', (route) => {
@@ -275,26 +225,21 @@ function routingRule (fastify: FastifyInstance): (request: FastifyRequest) => Ht
   return (request) => {
     if (!request.is404) return undefined
     const path = request.url.split('?')[0] ?? ''
-    const allowed = methodsByPath.get(decodedPath(path))
+    let decoded = path
+    try {
+      decoded = decodeURIComponent(path)
+    } catch {}
+    const allowed = methodsByPath.get(decoded)
     if (allowed === undefined) return notFound(request)
     return new HttpError(405, `Method ${request.method.slice(0, 20)} is not allowed on ${path.slice(0, 100)}; use ${allowed.join(' or ')}`,
       { allow: allowed.join(', ') })
   }
 }
 
-function decodedPath (path: string): string {
-  try {
-    return decodeURIComponent(path)
-  } catch {
-    return path
-  }
-}
-
 async function httpEdge (fastify: FastifyInstance): Promise<void> {
   answerHalfClosedClients(fastify.server)
   const unrouted = routingRule(fastify)
-  // Once close has begun, a request on an open keep-alive connection is
-  // refused with Connection: close, so the drain ends.
+  // Once close has begun, a request on a kept-alive connection is refused, so the drain ends.
   let closing = false
   fastify.addHook('preClose', async () => { closing = true })
   fastify.addHook('onSend', holdClosingAnswer)
@@ -305,29 +250,25 @@ async function httpEdge (fastify: FastifyInstance): Promise<void> {
       (closing ? new HttpError(503, 'The service is shutting down; retry later', { ...CLOSE, ...retryAfter(RETRY_AFTER_SECONDS.shuttingDown) }) : undefined)
     done(refused as FastifyError | undefined)
   })
-  // CONNECT asks for a tunnel, which only a proxy gives. Node hands it, with
-  // the raw socket, to a 'connect' listener, or destroys the socket without a
-  // word when there is none.
+  // Without a listener Node destroys a CONNECT's socket without a word.
   fastify.server.on('connect', (req: IncomingMessage, socket: Socket) => {
     const reqId = genReqId(req)
     if (!writeLastAnswer(socket, 400, reqId, 'CONNECT is not served: this service is not a proxy')) return
     fastify.log.info({ ...edgeAccessFields(reqId, 400, 'CONNECT'), reason: 'CONNECT is not served' }, ACCESS_LINE)
   })
-  // Node answers an Expect other than 100-continue with an empty 417 of its own unless someone listens.
+  // Without a listener Node answers an Expect other than 100-continue with an empty 417.
   fastify.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
     const reqId = genReqId(req)
     fastify.log.info({ ...edgeAccessFields(reqId, 417, req.method), expect: String(req.headers.expect).slice(0, 100) }, ACCESS_LINE)
     const { body, headers } = rawError(417, reqId, 'Only "Expect: 100-continue" is supported')
     res.writeHead(417, headers).end(body)
   })
-  // With a listener Node leaves 100 Continue to the service: sent once the
-  // body is wanted (plugins/json-body.ts, requireJsonBody).
+  // With a listener Node leaves 100 Continue to the service (requireJsonBody in plugins/json-body.ts).
   fastify.server.on('checkContinue', (req, res) => fastify.server.emit('request', req, res))
 }
 
-// A client that half-closes after its request still gets its answer. Node
-// needs httpAllowHalfOpen for that, a field it does not document: checked,
-// so a Node without it fails at start-up rather than in a client's answer.
+// Node needs httpAllowHalfOpen, which it does not document, to answer a
+// client that half-closes: checked, so a Node without it fails at start-up.
 export function answerHalfClosedClients (server: Server): void {
   const s = server as Server & { httpAllowHalfOpen?: unknown }
   if (typeof s.httpAllowHalfOpen !== 'boolean') {

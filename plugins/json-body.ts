@@ -8,25 +8,18 @@ import { STORABLE_TEXT, sharedSchemas } from '../src/schemas.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
-    // A route's onRequest hook: 415 unless the body is JSON, before a byte
-    // of it is read; then, the body being wanted, 100 Continue if asked for.
+    // A route's onRequest hook: 415 unless the body is JSON, before a byte of it is read.
     requireJsonBody: (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void
   }
 }
 
-// Our own Ajv rather than Fastify's default, for two reasons:
-// - no type coercion: Fastify's default turns "7" into 7 and null into "".
-// - ids past 2^53 arrive as bigint, which Ajv does not know: it checks a copy
-//   (forValidation), and the int64 format is the range rule.
+// Our own Ajv, with its defaults: Fastify's coerces types ("7" into 7, null
+// into ""). Ids past 2^53 arrive as bigint, which Ajv does not know: it
+// checks a copy (forValidation), and the int64 format is the range rule.
 const ajv = new Ajv({
-  coerceTypes: false,
-  useDefaults: false,
-  removeAdditional: false,
-  allErrors: false,
   strict: true,
   formats: {
-    // 2^63 itself passes: the exact bigint INT64_MAX becomes that double in
-    // the validator's copy; the reader has checked the range exactly.
+    // 2^63 passes: INT64_MAX becomes it in the validator's copy; the reader checked the range exactly.
     int64: { type: 'number', validate: (n: number) => Number.isInteger(n) && Math.abs(n) <= 2 ** 63 },
     int32: { type: 'number', validate: (n: number) => Number.isInteger(n) && n >= -2147483648 && n <= 2147483647 }
   }
@@ -37,7 +30,6 @@ const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema }) => {
   const validate = ajv.compile(schema as object)
   return (data: unknown) => {
     if (validate(forValidation(data))) return { value: data }
-    // The storable-text pattern's rule, in words (src/schemas.ts, STORABLE_TEXT).
     for (const error of validate.errors ?? []) {
       if (error.keyword === 'pattern' && error.params.pattern === STORABLE_TEXT) error.message = 'must not contain U+0000 or an unpaired UTF-16 surrogate'
     }
@@ -45,8 +37,6 @@ const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema }) => {
   }
 }
 
-// The request body: only JSON is parsed (src/json-body.ts), and validated
-// without coercion against the shared schemas.
 async function jsonBody (fastify: FastifyInstance): Promise<void> {
   fastify.setValidatorCompiler(validatorCompiler)
   for (const schema of sharedSchemas) fastify.addSchema(schema)
@@ -62,17 +52,14 @@ async function jsonBody (fastify: FastifyInstance): Promise<void> {
   fastify.decorate('requireJsonBody', (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
     const refused = mediaTypeError(request.headers['content-type'])
     if (refused !== undefined) return done(refused)
-    // With a listener for 'checkContinue' (plugins/http-edge.ts) Node leaves
-    // 100 Continue to the service: sent only now that auth, routing and the
-    // media type have passed.
+    // The edge left 100 Continue to the service: sent once auth, routing and the media type passed.
     const req = request.raw
     if (req.headers.expect !== undefined && req.httpVersionMinor === 1 && !reply.raw.headersSent) reply.raw.writeContinue()
     done()
   })
 }
 
-// POST bodies must be JSON in UTF-8. RFC 9110 5.6.6 allows empty parameters
-// (`application/json;`), which the content-type package does not: dropped first.
+// RFC 9110 5.6.6 allows empty parameters (`application/json;`), which the content-type package does not: dropped first.
 function mediaTypeError (header: string | undefined): HttpError | undefined {
   if (header === 'application/json') return undefined
   if (header === undefined) return new HttpError(415, 'Content-Type must be application/json (none was sent)')

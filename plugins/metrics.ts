@@ -12,7 +12,7 @@ export interface MetricsOptions { port: number, host: string }
 
 const METRICS_PATH = '/metrics'
 
-// A listener of its own (docs/operations.md, "Metrics"); at the root, before
+// A listener of its own (docs/operations.md, "Metrics"); registered before
 // the routes, so every answer is timed, 404s included.
 async function metricsPlugin (fastify: FastifyInstance, opts: MetricsOptions): Promise<void> {
   let metrics: Metrics | undefined
@@ -32,9 +32,7 @@ async function metricsPlugin (fastify: FastifyInstance, opts: MetricsOptions): P
     const scraped = createMetrics({ writer: plants.stats, pool: db.poolStats?.bind(db), ready: async () => !closing && await plants.isReady() })
     metrics = scraped
     plants.observe(scraped.store)
-    // answerScrape answers every request itself and never rejects.
     server = createServer((req, res) => { answerScrape(scraped, req, res).catch(() => res.destroy()) })
-    // once() rejects with the listener's 'error'.
     await once(server.listen(opts.port, opts.host), 'listening').catch((err: unknown) => {
       throw listenError('METRICS_PORT', opts.host, opts.port, err)
     })

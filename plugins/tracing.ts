@@ -12,16 +12,14 @@ import type { PlantRecord, StoreObserver } from '../src/store/plant-store.js'
 
 export interface TracingOptions { tracing: NonNullable<Config['tracing']> }
 
-// Started inside the app, not through `node --import`: @fastify/otel patches
-// nothing, so it needs no import hooks. The exporter, the provider and the
-// resource read the standard variables (docs/operations.md, "Traces") themselves.
+// Started inside the app: @fastify/otel patches nothing, so it needs no
+// import hooks. The SDK reads the standard variables (docs/operations.md, "Traces").
 async function tracingPlugin (fastify: FastifyInstance, opts: TracingOptions): Promise<void> {
   const exporter = opts.tracing.protocol === 'http/json' ? new JsonExporter() : new ProtobufExporter()
   const resource = resourceFromAttributes({ 'service.name': 'plant-store' }).merge(detectResources({ detectors: [envDetector] }))
   const provider = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] })
   provider.register()
-  // Hook and handler spans are off: a span per hook per request would tell an
-  // on-call person nothing the request and write spans do not.
+  // A span per hook per request would tell nothing the request and write spans do not.
   const instrumentation = new FastifyOtelInstrumentation({
     instrumentHooks: false,
     instrumentHandler: false,
@@ -31,8 +29,7 @@ async function tracingPlugin (fastify: FastifyInstance, opts: TracingOptions): P
   instrumentation.setTracerProvider(provider)
   await fastify.register(instrumentation.plugin())
 
-  // Log lines after this carry the trace id also when the request started
-  // its trace here (a traceparent's id is bound from the first line on).
+  // Log lines carry the trace id also when the trace starts here (a traceparent's is bound already).
   fastify.addHook('onRequest', (request, reply, done) => {
     const ctx = request.opentelemetry().context
     const traceId = ctx === null ? undefined : trace.getSpan(ctx)?.spanContext().traceId
@@ -42,8 +39,7 @@ async function tracingPlugin (fastify: FastifyInstance, opts: TracingOptions): P
     }
     done()
   })
-  // Runs the handler, synchronously from done(), inside the request span's
-  // context: the store sees it when a create joins the queue.
+  // The handler runs synchronously from done(): in the span's context, which the store sees.
   fastify.addHook('preHandler', (request, _reply, done) => {
     const ctx = request.opentelemetry().context
     if (ctx === null) done()
@@ -55,14 +51,12 @@ async function tracingPlugin (fastify: FastifyInstance, opts: TracingOptions): P
   })
   fastify.addHook('onClose', async () => {
     instrumentation.disable()
-    try {
-      await provider.shutdown() // exports the spans still buffered
-    } finally {
-      // So an app built later in the same process (tests) can register its own.
+    // Exports the spans still buffered; then an app built later in the process (tests) can register its own.
+    await provider.shutdown().finally(() => {
       trace.disable()
       context.disable()
       propagation.disable()
-    }
+    })
   })
 }
 
@@ -72,9 +66,7 @@ function databaseSpans (tracer: Tracer, database: 'postgres' | 'pglite'): StoreO
   const spans = new WeakMap<PlantRecord, Span>()
   const write = { 'db.system.name': 'postgresql', 'db.operation.name': 'INSERT', 'plant_store.database': database }
   return {
-    queued (plant) {
-      parents.set(plant, context.active())
-    },
+    queued: (plant) => { parents.set(plant, context.active()) },
     batchStarted (batch) {
       const attributes = { ...write, 'plant_store.batch.id': batch.id, 'plant_store.batch.size': batch.creates.length }
       for (const { item: plant } of batch.creates) {

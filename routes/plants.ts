@@ -4,14 +4,10 @@ import { ErrorBody, NewPlant, Plant } from '../src/schemas.js'
 import { createPlantErrors, createPlantOk, type Answer } from '../src/answers.js'
 import { HttpError } from '../src/http-error.js'
 
-export interface PlantsRoutesOptions {
-  // What the service is configured with, so that the document lists every
-  // status the route can answer, and none it cannot.
-  configured: ReadonlyArray<NonNullable<Answer['onlyWith']>>
-}
+// What the service is configured with: the document lists every status the
+// route can answer, and none it cannot.
+export interface PlantsRoutesOptions { configured: ReadonlyArray<NonNullable<Answer['onlyWith']>> }
 
-// One Error response per status of the answers table this configuration
-// gives, described by when it comes and whether a retry is safe.
 const createPlantSchema = ({ configured }: PlantsRoutesOptions) => ({
   operationId: 'createPlant',
   summary: 'Create a plant',
@@ -28,23 +24,20 @@ const createPlantSchema = ({ configured }: PlantsRoutesOptions) => ({
   }
 })
 
-// POST /plants; what runs before it: docs/architecture.md, "A request's path".
-// The media type is checked in the route's own onRequest: after auth (the
-// context's hooks run first) and before a byte of the body is read.
+// What runs before it: docs/architecture.md, "A request's path". The media
+// type in the route's onRequest runs after auth's and before the body is read.
 const plantsRoutes: FastifyPluginAsyncTypebox<PlantsRoutesOptions> = async (fastify, opts) => {
   fastify.post('/plants', { schema: createPlantSchema(opts), onRequest: fastify.requireJsonBody }, async function createPlant (request) {
     const { id, name, tag } = request.body
-    // A store that cannot answer throws: 503, or 504 for an unconfirmed write.
     const outcome = await fastify.plants.create(tag === undefined ? { id: BigInt(id), name } : { id: BigInt(id), name, tag })
     // The access line never holds the plant's id or data, only this.
     request.createOutcome = outcome.kind
     if (outcome.kind === 'conflict') throw new HttpError(409, `A different plant is already stored with id ${id}`)
-    // The Plant reply: exactly name and tag as stored, never the id.
+    // Exactly name and tag as stored, never the id.
     const plant = outcome.plant
     return plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag }
   })
 }
 
-// Kept encapsulated (its own context, under auth's); the metadata only
-// declares what it needs.
+// Encapsulated (its own context, under auth's); the metadata only declares what it needs.
 export default fp(plantsRoutes, { name: 'plants-routes', fastify: '5.x', dependencies: ['db', 'auth', 'json-body'], encapsulate: true })

@@ -1,6 +1,5 @@
-// What each answer of POST /plants means to a caller: when it comes, whether a
-// retry is safe, its headers besides X-Request-Id, an example body. The route's
-// response schemas and the OpenAPI document (plugins/docs.ts) both read it.
+// What each answer of POST /plants means to a caller, for the route's response
+// schemas and the OpenAPI document (plugins/docs.ts).
 
 export type AnswerHeader = 'Retry-After' | 'WWW-Authenticate'
 
@@ -8,11 +7,8 @@ export interface Answer {
   when: string
   retry: string
   headers?: readonly AnswerHeader[]
-  // The Error body's message in the example; its `error` is the status.
-  message: string
-  // Answered only when the service is configured so: JWT access tokens
-  // (AUTH_ISSUER), or a rate limit (RATE_LIMIT_PER_MINUTE).
-  onlyWith?: 'issuer' | 'rate-limit'
+  message: string // the example Error body's
+  onlyWith?: 'issuer' | 'rate-limit' // answered only with AUTH_ISSUER, or RATE_LIMIT_PER_MINUTE
 }
 
 export const createPlantOk = {

@@ -6,24 +6,20 @@ import envSchema from 'env-schema'
 import type { Ajv, ErrorObject } from 'ajv'
 import { makeWritableDirectory } from './directory.js'
 
-// A string that is one of a few words, as an enum so that a wrong one is
-// answered with the words allowed.
+// An enum, so that a wrong word is answered with the words allowed.
 function OneOf<const T extends readonly string[]> (words: T, options: { default?: T[number] } = {}) {
   return Type.Unsafe<T[number]>({ type: 'string', enum: [...words], ...options })
 }
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const
 
-// What a pattern cannot check, as Ajv formats; a value that fails one is
-// answered with its message.
+// What a pattern cannot check. The issuer's keys and discovery over plain HTTP could be forged on the way.
 const FORMATS: Record<string, { test: (value: string) => boolean, message: string }> = {
-  // The issuer's URLs: keys and discovery over plain HTTP could be forged on the way.
   'secure-url': { test: isSecureUrl, message: 'must be an https URL (plain http only on loopback)' },
   'postgres-url': { test: isPostgresUrl, message: 'must be a URL with a host, postgres://user@host:port/database' }
 }
 
-// The environment as it arrives: every variable a string, converted and
-// checked by env-schema (Ajv with coercion and defaults) before use.
+// Every variable a string, converted and checked by env-schema (Ajv with coercion and defaults).
 export const Env = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
   HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
@@ -37,7 +33,6 @@ export const Env = Type.Object({
   DB_TIMEOUT_MS: Type.Integer({ minimum: 1, maximum: 600000, default: 5000 }),
   METRICS_PORT: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535 })),
   RATE_LIMIT_PER_MINUTE: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000000000 })),
-  // JWT access tokens (plugins/auth.ts, src/jwt-verification.ts).
   AUTH_ISSUER: Type.Optional(Type.String({ format: 'secure-url' })),
   AUTH_AUDIENCE: Type.Optional(Type.String({ minLength: 1 })),
   AUTH_JWKS_URL: Type.Optional(Type.String({ format: 'secure-url' })),
@@ -45,9 +40,8 @@ export const Env = Type.Object({
   AUTH_REQUIRED_SCOPE: Type.String({ pattern: '^[\\x21\\x23-\\x5b\\x5d-\\x7e]+$', default: 'plants:write' }),
   AUTH_CLOCK_SKEW_S: Type.Integer({ minimum: 0, maximum: 600, default: 30 }),
   AUTH_MAX_CLIENTS: Type.Integer({ minimum: 1, maximum: 1000000, default: 1000 }),
-  // OpenTelemetry's own variables. The exporter reads them itself; they are
-  // checked here so a typo stops start-up with one line instead of silently
-  // exporting nothing.
+  // OpenTelemetry's, read by the exporter itself: checked so that a typo
+  // stops start-up instead of silently exporting nothing.
   OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
   OTEL_EXPORTER_OTLP_PROTOCOL: Type.Optional(OneOf(OTLP_PROTOCOLS)),
@@ -56,61 +50,49 @@ export const Env = Type.Object({
   OTEL_TRACES_EXPORTER: Type.Optional(Type.String()),
   NODE_ENV: Type.Optional(Type.String())
 }, {
-  // JWT access tokens need both the issuer and the audience.
   dependencies: { AUTH_ISSUER: ['AUTH_AUDIENCE'], AUTH_AUDIENCE: ['AUTH_ISSUER'] }
 })
 export type Env = Static<typeof Env>
 
-// The service's settings. loadConfig builds them from the checked Env and
-// tests write them by hand, so nothing is left to validate: a type only.
+// Built from the checked Env, or by hand in tests: a type only.
 export interface Config {
   port: number
   host: string
   database: { kind: 'postgres', url: string } | { kind: 'pglite', dataDir: string }
   apiTokens: string[]
-  // Names of static tokens (API_TOKENS_FILE lines `NAME TOKEN`), by token.
-  tokenNames?: ReadonlyMap<string, string>
-  // JWT access tokens from an issuer (AUTH_*): unset, static tokens only.
-  auth?: JwtAuthConfig
+  tokenNames?: ReadonlyMap<string, string> // by token, from API_TOKENS_FILE's `NAME TOKEN` lines
+  auth?: JwtAuthConfig // unset: static tokens only
   bodyLimit: number
   logLevel: Env['LOG_LEVEL']
-  // Bounds every database wait (connect, query, pool checkout): past it, a 503.
   dbTimeoutMs: number
   production: boolean
-  // Prometheus metrics on a listener of their own (plugins/metrics.ts).
   metricsPort?: number
-  // Creates per caller per minute (plugins/rate-limit.ts).
   rateLimitPerMinute?: number
-  // Spans exported over OTLP/HTTP in this encoding (plugins/tracing.ts).
   tracing?: { protocol: typeof OTLP_PROTOCOLS[number] }
 }
 
 export interface JwtAuthConfig {
   issuer: string
   audience: string
-  // Unset: the jwks_uri of the issuer's discovery metadata.
-  jwksUrl?: string
-  // For the OpenAPI document's client-credentials flow; unset: discovery's token_endpoint.
-  tokenUrl?: string
+  jwksUrl?: string // unset: discovery's jwks_uri
+  tokenUrl?: string // the document's client-credentials flow; unset: discovery's token_endpoint
   requiredScope: string
   clockSkewS: number
-  // JWT callers the rate limit and the metrics keep apart (beyond the static tokens).
-  maxClients: number
-  // Tests shorten these; the defaults are in src/jwt-verification.ts.
+  maxClients: number // JWT callers the rate limit and the metrics keep apart
+  // Tests shorten these.
   jwksCooldownMs?: number
   fetchTimeoutMs?: number
 }
 
 export class ConfigError extends Error {}
 
-// Checks the environment against Env; the first wrong variable stops start-up.
+// The first wrong variable stops start-up.
 export function readEnv (env: NodeJS.ProcessEnv = process.env): Env {
   const raw: Record<string, string> = {}
   for (const [key, schema] of Object.entries(Env.properties)) {
     const value = env[key]
     if (value === undefined || value === '') continue
-    // Ajv's coercion takes " 3000", "1e3" and "0x10" as numbers: integers
-    // must be written whole, in decimal.
+    // Ajv's coercion takes " 3000", "1e3" and "0x10" as numbers.
     if ((schema as { type?: string }).type === 'integer' && !/^-?\d+$/.test(value)) {
       throw new ConfigError(`${key}: must be a whole number (got ${JSON.stringify(value)})`)
     }
@@ -142,7 +124,7 @@ export function databaseConfig (e: Env): Config['database'] {
   return { kind: 'postgres', url }
 }
 
-// generatedToken: none configured outside production; the server prints it once.
+// generatedToken: when none is configured outside production; the server prints it.
 export function loadConfig (env: NodeJS.ProcessEnv = process.env): { config: Config, generatedToken: string | undefined } {
   const e = readEnv(env)
   const production = e.NODE_ENV === 'production'
@@ -178,9 +160,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): { config: Con
   return { config, generatedToken }
 }
 
-// Spans are exported when an OTLP endpoint is configured, as OpenTelemetry's
-// SDKs decide: OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none turn it
-// off. The default encoding is OTLP's, protobuf.
+// As OpenTelemetry's SDKs decide: an endpoint turns spans on, OTEL_SDK_DISABLED
+// or OTEL_TRACES_EXPORTER=none off; the encoding defaults to OTLP's.
 function tracingConfig (e: Env): Config['tracing'] {
   if (e.OTEL_EXPORTER_OTLP_ENDPOINT === undefined && e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT === undefined) return undefined
   if (e.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return undefined
@@ -190,42 +171,39 @@ function tracingConfig (e: Env): Config['tracing'] {
   return { protocol: e.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? e.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf' }
 }
 
-// Checked before the database is opened: a HOST that does not resolve would
-// otherwise stop start-up only at listen, after the migrations.
-export async function checkHost (host: string): Promise<void> {
-  try {
-    await lookup(host)
-  } catch (err) {
-    throw new ConfigError(`HOST: ${host} does not resolve to an address (${(err as NodeJS.ErrnoException).code ?? String(err)})`)
-  }
+function reason (err: unknown): string {
+  return (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err))
 }
 
-// Why a listener could not listen, naming the variable that says where.
+// Before the database is opened: else a HOST that does not resolve stops start-up only after the migrations.
+export async function checkHost (host: string): Promise<void> {
+  await lookup(host).catch((err: unknown) => {
+    throw new ConfigError(`HOST: ${host} does not resolve to an address (${reason(err)})`)
+  })
+}
+
 export function listenError (variable: 'PORT' | 'METRICS_PORT', host: string, port: number, err: unknown): ConfigError {
-  const code = (err as NodeJS.ErrnoException).code ?? String(err)
+  const code = reason(err)
   if (code === 'EADDRNOTAVAIL') return new ConfigError(`HOST: ${host} is not an address of this machine (${code})`)
   if (code === 'EADDRINUSE') return new ConfigError(`${variable}: ${port} is already in use on ${host} (${code})`)
   return new ConfigError(`${variable}: cannot listen on ${host}:${port} (${code})`)
 }
 
-// Made (or checked) before PGlite opens it, so that a path the service cannot use
-// stops start-up with a line naming the variable; loadConfig creates nothing.
+// Before PGlite opens it, so that a path it cannot use stops start-up naming the variable.
 export function preparePgliteDataDir (database: Config['database']): void {
   if (database.kind !== 'pglite' || database.dataDir.startsWith('memory://')) return
   try {
     makeWritableDirectory(database.dataDir)
   } catch (err) {
-    const reason = (err as NodeJS.ErrnoException).code ?? (err as Error).message
-    throw new ConfigError(`PGLITE_DATA_DIR: cannot use ${database.dataDir} as the database directory (${reason})`)
+    throw new ConfigError(`PGLITE_DATA_DIR: cannot use ${database.dataDir} as the database directory (${reason(err)})`)
   }
 }
 
-// Env's dependencies make AUTH_AUDIENCE come with AUTH_ISSUER.
 function jwtAuthConfig (e: Env): JwtAuthConfig | undefined {
   if (e.AUTH_ISSUER === undefined) return undefined
   return {
     issuer: e.AUTH_ISSUER,
-    audience: e.AUTH_AUDIENCE as string,
+    audience: e.AUTH_AUDIENCE as string, // Env's dependencies make it come with AUTH_ISSUER
     jwksUrl: e.AUTH_JWKS_URL,
     tokenUrl: e.AUTH_TOKEN_URL,
     requiredScope: e.AUTH_REQUIRED_SCOPE,
@@ -251,13 +229,12 @@ function readSecretFile (variable: string, path: string): string {
   try {
     return readFileSync(path, 'utf8')
   } catch (err) {
-    throw new ConfigError(`${variable}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? String(err)})`)
+    throw new ConfigError(`${variable}: cannot read ${path} (${reason(err)})`)
   }
 }
 
-// A bearer token never starts with '#' (RFC 6750 b64token), so such lines can
-// explain the file; nor holds a space, so a line may name its caller first,
-// `NAME TOKEN` (the name logs, metrics and the rate limit show).
+// A bearer token (RFC 6750 b64token) never starts with '#', so such lines
+// can explain the file, nor holds a space, so a line may be `NAME TOKEN`.
 function readTokenFile (path: string | undefined): Array<{ name?: string, token: string }> {
   if (path === undefined) return []
   const lines = readSecretFile('API_TOKENS_FILE', path).split(/\r?\n/).map((t) => t.trim()).filter((t) => t !== '' && !t.startsWith('#'))
@@ -270,9 +247,8 @@ function readTokenFile (path: string | undefined): Array<{ name?: string, token:
   })
 }
 
-// The database password as a Docker secret: the whole file less trailing
-// line breaks, as the postgres image reads POSTGRES_PASSWORD_FILE, so one
-// secret file serves both containers and no password sits in the compose file.
+// A Docker secret read as the postgres image reads POSTGRES_PASSWORD_FILE,
+// so one file serves both containers.
 function withPasswordFile (databaseUrl: string, path: string): string {
   const password = readSecretFile('DATABASE_PASSWORD_FILE', path).replace(/(\r?\n)+$/, '')
   if (password.length === 0) throw new ConfigError(`DATABASE_PASSWORD_FILE: ${path} holds no password`)

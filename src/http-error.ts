@@ -1,9 +1,7 @@
 import { STATUS_CODES } from 'node:http'
 import type { ErrorBody } from './schemas.js'
 
-// What an error answer is made of, whoever sends it: the error handler
-// (plugins/error-answers.ts), the answers Node's parser leaves to the server
-// (plugins/http-edge.ts) and the metrics listener.
+// What an error answer is made of, whoever sends it.
 
 export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8'
 
@@ -11,9 +9,7 @@ export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8'
 // needs a while; a shutting-down or overloaded instance frees up at once.
 export const RETRY_AFTER_SECONDS = { databaseUnavailable: 5, shuttingDown: 1, overloaded: 1 } as const
 
-// An error that knows its HTTP status, a message written for the client (sent
-// whatever the status) and the headers that go with it (Retry-After,
-// WWW-Authenticate).
+// Its message is written for the client, and sent whatever the status.
 export class HttpError extends Error {
   constructor (readonly statusCode: number, message: string, readonly headers: Readonly<Record<string, string>> = {}) {
     super(message)
@@ -34,8 +30,7 @@ export function everyAnswerHeaders (reqId: string): Record<string, string> {
   return { 'x-request-id': reqId, 'x-content-type-options': 'nosniff' }
 }
 
-// An error answer for a connection Fastify does not handle (malformed HTTP,
-// CONNECT, an unmet Expect): its body and headers, Connection: close included.
+// For a connection Fastify does not handle (malformed HTTP, CONNECT, an unmet Expect).
 export function rawError (status: number, reqId: string, message?: string): { body: string, headers: Record<string, string | number> } {
   const body = JSON.stringify(errorBody(status, message))
   const headers = { 'content-type': JSON_CONTENT_TYPE, ...everyAnswerHeaders(reqId), 'content-length': Buffer.byteLength(body), connection: 'close' }

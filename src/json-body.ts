@@ -1,18 +1,14 @@
 import { HttpError } from './http-error.js'
 
-// The JSON body: JSON.parse, made strict where it is lenient and exact where
-// it rounds (docs/architecture.md, "A request's path", step 7).
-//   - UTF-8 only: a fatal TextDecoder (which also drops one BOM).
-//   - One scan of the text first: nesting past MAX_DEPTH is refused before
-//     anything recurses, members (':' outside strings) are counted, and a
-//     number that needs its own text (16 or more digits, or an exponent) is
-//     noticed. Only then is a reviver used: it costs a plain parse three times.
-//   - A key twice, however spelled: the parsed value holds fewer keys than
-//     the text has members; which key, only then.
-//   - Keys with escapes are compared with the text's own: V8 in Node 24 (and
-//     26 before 26.12) can misread one once similar keys were parsed. Such a
-//     body is read again with those keys swapped for plain placeholders,
-//     each decoded alone (which V8 reads right): a valid body is never refused.
+// JSON.parse, made strict where it is lenient and exact where it rounds
+// (docs/architecture.md, "A request's path", step 7).
+//   - One scan of the text first bounds the nesting before anything recurses,
+//     counts members (':' outside strings) and notices a number that needs its
+//     text: only then is a reviver used, which costs a plain parse three times.
+//   - A key twice: the value holds fewer keys than the text has members.
+//   - V8 in Node 24 (and 26 before 26.12) can misread a key with an escape: a
+//     body with such keys is read again with plain placeholders for them, each
+//     key decoded alone (which V8 reads right).
 // "__proto__" stays plain data: JSON.parse makes it an own property.
 
 export class JsonBodyError extends HttpError {
@@ -22,8 +18,7 @@ export class JsonBodyError extends HttpError {
   }
 }
 
-// The service takes flat objects; 1000 levels is far beyond any real request.
-export const MAX_DEPTH = 1000
+export const MAX_DEPTH = 1000 // far beyond any real request: the service takes flat objects
 
 // Created once: a TextDecoder per request costs more than a small body.
 const utf8 = new TextDecoder('utf-8', { fatal: true })
@@ -31,38 +26,32 @@ const utf8 = new TextDecoder('utf-8', { fatal: true })
 export function parseJsonBody (bytes: Uint8Array): unknown {
   let text: string
   try {
-    text = utf8.decode(bytes)
+    text = utf8.decode(bytes) // fatal, and drops one BOM
   } catch {
     throw new JsonBodyError('Body is not valid UTF-8')
   }
   const { members, needsText } = scan(text)
-  const value = parse(text, needsText)
-  if (countKeys(value) === members && !sourceLost && !text.includes('\\')) return value
-  return checkKeys(text, value, needsText)
-}
-
-// Bodies that hold a bigint (an id past 2^53): Ajv knows no bigint, so the
-// validator checks a copy (forValidation).
-const withBigInts = new WeakSet<object>()
-// Set by the reviver; parsing is synchronous and never re-entered.
-let sawBigInt = false
-let sourceLost = false
-
-function parse (text: string, needsText: boolean): unknown {
-  sawBigInt = false
-  sourceLost = false
-  let value: unknown
-  try {
-    value = needsText ? JSON.parse(text, exactNumbers) : JSON.parse(text)
-  } catch (err) {
-    throw new JsonBodyError(/^[ \t\n\r]*$/.test(text) ? 'Body is empty' : `Body is not valid JSON: ${syntaxFault(err)}`)
-  }
+  const parsed = parse(text, needsText)
+  const value = countKeys(parsed) === members && !text.includes('\\') ? parsed : checkKeys(text, parsed, needsText)
   if (sawBigInt && typeof value === 'object' && value !== null) withBigInts.add(value)
   return value
 }
 
-// V8's message quotes the text around the fault ("Unexpected token ''', ..."name":'Monstera"...):
-// plant data, which must reach neither the answer nor the log. Its position is kept.
+// Ajv knows no bigint (an id past 2^53): for these bodies the validator checks a copy.
+const withBigInts = new WeakSet<object>()
+// Set by the reviver in the last parse; parsing is synchronous and never re-entered.
+let sawBigInt = false
+
+function parse (text: string, needsText: boolean): unknown {
+  sawBigInt = false
+  try {
+    return needsText ? JSON.parse(text, exactNumbers) : JSON.parse(text)
+  } catch (err) {
+    throw new JsonBodyError(/^[ \t\n\r]*$/.test(text) ? 'Body is empty' : `Body is not valid JSON: ${syntaxFault(err)}`)
+  }
+}
+
+// V8's message quotes the text around the fault: plant data, kept from the answer and the log.
 function syntaxFault (err: unknown): string {
   const message = err instanceof Error ? err.message : ''
   const at = /^(.*?)(?: in JSON)? at position (\d+)/.exec(message)
@@ -72,17 +61,13 @@ function syntaxFault (err: unknown): string {
 
 function exactNumbers (this: unknown, _key: string, value: unknown, context?: { source?: string }): unknown {
   if (typeof value !== 'number') return value
-  // V8 gives no source for a value under a misread key (checkKeys reads it again).
-  if (context?.source === undefined) {
-    sourceLost = true
-    return value
-  }
+  // V8 gives no source for a value under a misread key, which checkKeys reads again.
+  if (context?.source === undefined) return value
   const exact = exactNumber(value, context.source)
   if (typeof exact === 'bigint') sawBigInt = true
   return exact
 }
 
-// Members of the text, whether a number needs its text, and the depth bound.
 // On text that is not JSON the figures mean nothing: JSON.parse refuses it.
 function scan (text: string): { members: number, needsText: boolean } {
   let members = 0
@@ -109,9 +94,8 @@ function scan (text: string): { members: number, needsText: boolean } {
   return { members, needsText }
 }
 
-// The index of the quote that ends the string opened at `start` (the end of
-// the text if none does): the next quote not escaped by an odd run of
-// backslashes. indexOf skips a long string far faster than a loop.
+// The quote that ends the string opened at `start` (else the text's end): the
+// next one after an even run of backslashes. indexOf skips far faster than a loop.
 function stringEnd (text: string, start: number): number {
   let end = start
   for (;;) {
@@ -136,7 +120,7 @@ function countKeys (value: unknown): number {
 
 interface TextKey { key: string, start: number, end: number, object: number }
 
-// The slow path, for a body with a key twice or a key with an escape.
+// The slow path, for a body with a key twice or an escape.
 function checkKeys (text: string, value: unknown, needsText: boolean): unknown {
   const written = textKeys(text)
   const seen = new Set<string>()
@@ -149,13 +133,12 @@ function checkKeys (text: string, value: unknown, needsText: boolean): unknown {
     }
     seen.add(id)
   }
-  if (!sourceLost && sameKeys(written, value)) return value
-  return readWithPlaceholders(text, written, needsText)
+  const escaped = written.filter(({ start, end }) => text.slice(start, end).includes('\\'))
+  return escaped.length === 0 ? value : readWithPlaceholders(text, written, escaped, needsText)
 }
 
-// Every key of a valid JSON text, decoded alone, with the number of its
-// object (objects numbered by their '{'). A key is the string after '{' or
-// after a ',' in an object; valid JSON needs no other check.
+// Every key of a valid JSON text, decoded alone, with its object's number
+// (by their '{'). A key is the string after '{', or after ',' in an object.
 function textKeys (text: string): TextKey[] {
   const keys: TextKey[] = []
   const open: number[] = [] // each open object's number, -1 for an array
@@ -180,100 +163,66 @@ function textKeys (text: string): TextKey[] {
   return keys
 }
 
-function sameKeys (written: TextKey[], value: unknown): boolean {
-  const parsed: string[] = []
-  const collect = (v: unknown): void => {
-    if (typeof v !== 'object' || v === null) return
-    if (!Array.isArray(v)) parsed.push(...Object.keys(v))
-    for (const item of Object.values(v)) collect(item)
-  }
-  collect(value)
-  if (parsed.length !== written.length) return false
-  const keys = written.map((k) => k.key).sort()
-  return parsed.sort().every((key, i) => key === keys[i])
-}
-
-// The text again with every key that holds an escape replaced by a plain
-// placeholder no key of the text starts with; parsed, then each placeholder
-// renamed to its key as decoded alone.
-function readWithPlaceholders (text: string, written: TextKey[], needsText: boolean): unknown {
+// Placeholders no key of the text starts with, renamed after the parse.
+function readWithPlaceholders (text: string, written: TextKey[], escaped: TextKey[], needsText: boolean): unknown {
   let prefix = '@'
   while (written.some(({ key }) => key.startsWith(prefix))) prefix += '@'
   const real = new Map<string, string>()
   let rewritten = ''
   let from = 0
-  for (const { key, start, end } of written) {
-    if (!text.slice(start, end).includes('\\')) continue
+  for (const { key, start, end } of escaped) {
     const placeholder = `${prefix}${real.size}`
     real.set(placeholder, key)
     rewritten += `${text.slice(from, start)}"${placeholder}"`
     from = end
   }
-  return renamed(parse(rewritten + text.slice(from), needsText), real)
+  return copy(parse(rewritten + text.slice(from), needsText), (key) => real.get(key) ?? key, (leaf) => leaf)
 }
 
-function renamed (value: unknown, real: ReadonlyMap<string, string>): unknown {
-  if (typeof value !== 'object' || value === null) return value
-  if (Array.isArray(value)) return value.map((item) => renamed(item, real))
+// Bigints as numbers (whole and range-checked already); the handler keeps the exact bigint.
+export function forValidation (body: unknown): unknown {
+  if (typeof body !== 'object' || body === null || !withBigInts.has(body)) return body
+  return copy(body, (key) => key, (leaf) => typeof leaf === 'bigint' ? Number(leaf) : leaf)
+}
+
+// defineProperty, so that a "__proto__" key stays an own property.
+function copy (value: unknown, name: (key: string) => string, leaf: (value: unknown) => unknown): unknown {
+  if (typeof value !== 'object' || value === null) return leaf(value)
+  if (Array.isArray(value)) return value.map((item) => copy(item, name, leaf))
   const out = {}
   for (const [key, item] of Object.entries(value)) {
-    // defineProperty, so that a "__proto__" key stays an own property.
-    Object.defineProperty(out, real.get(key) ?? key, { value: renamed(item, real), enumerable: true, writable: true, configurable: true })
+    Object.defineProperty(out, name(key), { value: copy(item, name, leaf), enumerable: true, writable: true, configurable: true })
   }
-  if (withBigInts.has(value)) withBigInts.add(out)
   return out
 }
 
-// What the validator checks: the body itself, or a copy in which bigints are
-// numbers (still whole and already range-checked) while the handler keeps the
-// exact bigint.
-export function forValidation (body: unknown): unknown {
-  return typeof body === 'object' && body !== null && withBigInts.has(body) ? bigIntsAsNumbers(body) : body
-}
-
-function bigIntsAsNumbers (value: unknown): unknown {
-  if (typeof value === 'bigint') return Number(value)
-  if (typeof value !== 'object' || value === null) return value
-  if (Array.isArray(value)) return value.map(bigIntsAsNumbers)
-  const copy = {}
-  for (const [key, item] of Object.entries(value)) {
-    Object.defineProperty(copy, key, { value: bigIntsAsNumbers(item), enumerable: true, writable: true, configurable: true })
-  }
-  return copy
-}
-
-// The int64 rule for ids: a JSON number is an id when its exact decimal value
-// is whole and within int64, exact end to end past 2^53.
+// An id is a JSON number whose exact decimal value is whole and within int64.
 export const INT64_MAX = 9223372036854775807n
 const INT64_MIN_MAGNITUDE = 9223372036854775808n
 const SAFE_MAX = BigInt(Number.MAX_SAFE_INTEGER)
 
-// A whole number past int64 (2^63, 1e400): the largest double, so that it is
-// still an integer to a JSON Schema validator and the int64 format is the
-// rule that refuses it ("must match format int64" tells the client why).
+// A whole number past int64 (2^63, 1e400): still an integer to the validator,
+// so that its int64 format refuses it, which tells the client why.
 export const BEYOND_INT64 = Number.MAX_VALUE
 
 const NUMBER = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/
 
-// A JSON number from its double and its text: a whole one is a number while
-// safe, an exact bigint within int64, else +-BEYOND_INT64; a fraction is its
-// double, or NaN when the double rounded to a whole number (the validator
-// refuses NaN as "must be integer"; such markers are never stored or echoed).
+// A whole number is a number while safe, an exact bigint within int64, else
+// +-BEYOND_INT64; a fraction is its double, or NaN (refused as "must be
+// integer") when the double rounded to a whole number.
 function exactNumber (value: number, text: string): number | bigint {
-  // A finite double that is not whole is final; a safe integer written
-  // without fraction or exponent is exact.
+  // A finite double that is not whole is final, a safe integer written plainly exact.
   if (Number.isSafeInteger(value) ? !/[.eE]/.test(text) : Number.isFinite(value) && !Number.isInteger(value)) return value + 0
   const [, sign, whole, fraction = '', exponent = '0'] = NUMBER.exec(text) as RegExpExecArray
-  // value = digits * 10^(exponent - fraction length); loops trim the zeros,
-  // so a long run of them costs its length only.
+  // value = digits * 10^(exponent - fraction length); loops trim the zeros, so a long run costs its length only.
   const digits = (whole as string) + fraction
   let first = 0
   while (digits.charCodeAt(first) === 0x30) first++
   if (first === digits.length) return 0 // exactly zero, whatever the sign or exponent
   let last = digits.length - 1
   while (digits.charCodeAt(last) === 0x30) last--
-  // Scale of the last nonzero digit (an exponent past a double's range is
-  // +-Infinity, which still compares right): below 0 is a nonzero fraction.
+  // Of the last nonzero digit (an exponent past a double's is +-Infinity, which
+  // still compares right): below 0 is a nonzero fraction.
   const scale = Number(exponent) - fraction.length + (digits.length - 1 - last)
   if (scale < 0) return NaN
   const negative = sign === '-'

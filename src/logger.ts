@@ -3,10 +3,8 @@ import type { Config } from './config.js'
 
 export type LogDestination = ReturnType<typeof pino.destination>
 
-// stdout, written asynchronously and in batches: a write(2) per line cost a
-// request more than the line itself (bench/RESULTS.md). Lines wait until
-// MIN_BATCH bytes are gathered, for at most FLUSH_EVERY_MS, so a person
-// reading the log still sees a quiet service's lines at once.
+// In batches: a write(2) per line cost more than the line (bench/RESULTS.md).
+// The timer shows a quiet service's lines at once.
 const MIN_BATCH = 4096
 const FLUSH_EVERY_MS = 100
 
@@ -21,21 +19,19 @@ export function logDestination (): LogDestination {
   return destination
 }
 
-// Resolves once every line given to `destination` has been written, or after
-// boundMs (a reader of stdout that stopped), so the way out of the process is not held up.
+// Once every line is written, or after boundMs (a reader of stdout that
+// stopped), so the way out of the process is not held up.
 export async function flushLog (destination: Pick<LogDestination, 'flush'>, boundMs = 2_000): Promise<void> {
   await new Promise<void>((resolve) => {
     const timer = setTimeout(resolve, boundMs)
-    // Called back with an error too: fsync of a pipe fails (EINVAL) after
-    // the write, and the lines are out.
+    // Called back with an error too: fsync of a pipe fails (EINVAL) after the write.
     destination.flush(() => { clearTimeout(timer); resolve() })
   })
 }
 
-// pino JSON lines (docs/operations.md, "Logs"). Fastify does not log headers;
-// should a serializer ever include them, redaction removes the token.
-// Fastify passes `stream` to pino as its destination.
-export type ServiceLoggerOptions = LoggerOptions & { stream?: LogDestination }
+// docs/operations.md, "Logs". Fastify logs no headers; should a serializer
+// ever, redaction removes the token. Fastify gives pino `stream`.
+type ServiceLoggerOptions = LoggerOptions & { stream?: LogDestination }
 
 export function loggerOptions (config: Pick<Config, 'logLevel' | 'production'>, destination?: LogDestination): ServiceLoggerOptions {
   const options: ServiceLoggerOptions = {
@@ -47,8 +43,7 @@ export function loggerOptions (config: Pick<Config, 'logLevel' | 'production'>, 
       censor: '[redacted]'
     }
   }
-  // Pretty lines only for a person at a terminal, and only where the dev
-  // dependency is installed; containers and log shippers get JSON.
+  // Pretty lines for a person at a terminal where the dev dependency is installed.
   if (!config.production && process.stdout.isTTY && hasPinoPretty()) {
     options.transport = { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } }
   } else if (destination !== undefined) {
@@ -66,16 +61,11 @@ function hasPinoPretty (): boolean {
   }
 }
 
-// A database error in the log (itself or as a `cause`) keeps what an operator
-// needs, the SQLSTATE and what it names, and never the plant data it can quote
-// (`detail`'s row, parameters, hint, a value in its message): SECURITY.md, "What is logged".
-
-// The fields of a PostgreSQL error (pg and PGlite alike) that name things
-// rather than quote data.
+// A database error (itself or as a `cause`) keeps its SQLSTATE and what it
+// names, never the plant data it can quote (SECURITY.md, "What is logged").
 const DATABASE_ERROR_FIELDS = ['code', 'severity', 'constraint', 'table', 'column', 'schema', 'dataType', 'routine'] as const
 
-// SQLSTATE classes whose message can quote a value: 22 data exception
-// ('invalid input syntax for type bigint: "…"'), P0 raised by PL/pgSQL.
+// SQLSTATE classes whose message can quote a value: 22 data exception, P0 raised by PL/pgSQL.
 const MESSAGE_MAY_QUOTE_DATA = /^(22|P0)/
 
 interface DatabaseErrorLike extends Error { code: string }
@@ -86,30 +76,26 @@ function isDatabaseError (err: unknown): err is DatabaseErrorLike {
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && ('severity' in err || 'detail' in err)
 }
 
-function causes (err: unknown): unknown[] {
-  const chain: unknown[] = []
-  for (let e = err; e instanceof Error && chain.length < 10; e = e.cause) chain.push(e)
-  return chain
-}
-
-export interface SerializedError { [key: string]: unknown, type: string, message: string, stack: string }
+interface SerializedError { [key: string]: unknown, type: string, message: string, stack: string }
 
 export function serializeError (err: Error): SerializedError {
   const out = pino.stdSerializers.err(err) as unknown as SerializedError
-  const databaseErrors = causes(err).filter(isDatabaseError)
+  const databaseErrors: DatabaseErrorLike[] = []
+  for (let e: unknown = err, n = 0; e instanceof Error && n < 10; e = e.cause, n++) {
+    if (isDatabaseError(e)) databaseErrors.push(e)
+  }
   if (databaseErrors.length === 0) return out
   const quoting = databaseErrors.filter((e) => MESSAGE_MAY_QUOTE_DATA.test(e.code) && e.message !== '')
   const withhold = (text: string): string =>
     quoting.reduce((t, e) => t.replaceAll(e.message, `database error ${e.code} (message withheld: it may quote plant data)`), text)
   const safe: SerializedError = { type: out.type, message: withhold(String(out.message)), stack: withhold(String(out.stack)) }
-  if (isDatabaseError(err)) {
+  if (databaseErrors[0] === err) {
     const fields = err as unknown as Record<string, unknown>
     for (const field of DATABASE_ERROR_FIELDS) {
       if (fields[field] !== undefined) safe[field] = fields[field]
     }
   } else {
-    // A wrapper (StoreUnavailableError): its own fields, and the SQLSTATE
-    // of the database error underneath.
+    // A wrapper (StoreUnavailableError): its own fields, and the SQLSTATE underneath.
     for (const [key, value] of Object.entries(out)) {
       if (!(key in safe) && key !== 'raw') safe[key] = value
     }

@@ -1,20 +1,19 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import type { AnswerKind, StoreObserver, WriterStats } from './store/plant-store.js'
+import type { AnswerKind, StoreObserver } from './store/plant-store.js'
+import type { WriterStats } from './store/write-queue.js'
 import type { PoolStats } from './store/db.js'
 
-// What GET /metrics shows, in a registry of the service's own; each metric is
-// explained in docs/operations.md, "Metrics".
+// In a registry of the service's own; docs/operations.md, "Metrics", explains each.
 
 // The route label of a request no route matched, so scanners cannot grow the label set.
 export const UNMATCHED_ROUTE = 'unmatched'
 
-// Seconds; the top buckets catch creates waiting on a slow database (DB_TIMEOUT_MS defaults to 5 s).
+// Seconds; the top buckets catch creates waiting on a slow database.
 const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
-// Creates per write; the writer's bound is 256 (DEFAULT_MAX_BATCH).
+// Creates per write, up to the writer's bound (src/store/plant-store.ts).
 const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 const OUTCOMES: readonly AnswerKind[] = ['created', 'replayed', 'conflict', 'unknown']
-// Callers are named by configuration and by the issuer's clients: past this
-// many, the rest share one label, so the series stay few.
+// Past this many callers the rest share one label, so the series stay few.
 const MAX_CALLER_LABELS = 100
 const OTHER_CALLER = 'other'
 
@@ -51,16 +50,6 @@ export function createMetrics (sources: { writer: () => WriterStats, pool?: (() 
     registers
   })
   scrapedGauges(registry, sources)
-  // Asked at each scrape, by the readiness probe (one at a time, bounded to
-  // 0.8 s): the alert on a replica not ready reads it (deploy/prometheus/).
-  // eslint-disable-next-line no-new
-  new Gauge({
-    name: 'plant_store_ready',
-    help: 'Whether this replica is ready: migrations applied and a write can commit now (GET /health/ready), 0 while shutting down',
-    registers,
-    async collect () { this.set(await sources.ready() ? 1 : 0) }
-  })
-
   return {
     registry,
     observeRequest: requestDuration(registers),
@@ -85,8 +74,7 @@ function requestDuration (registers: Registry[]) {
     buckets: DURATION_BUCKETS,
     registers
   })
-  // The label children, looked up once per method, route and status: this
-  // runs on every request.
+  // Label children looked up once per method, route and status: this runs on every request.
   const byLabels = new Map<string, Histogram.Internal<'method' | 'route' | 'status_code'>>()
   return (method: string, route: string, status: number, seconds: number): void => {
     const key = `${method} ${status} ${route}`
@@ -99,17 +87,21 @@ function requestDuration (registers: Registry[]) {
   }
 }
 
-function scrapedGauges (registry: Registry, { writer, pool }: Parameters<typeof createMetrics>[0]): void {
+// Read when scraped, so the create path does no work for them.
+function scrapedGauges (registry: Registry, { writer, pool, ready }: Parameters<typeof createMetrics>[0]): void {
   gauge(registry, 'plant_store_write_queue_depth', 'Creates waiting for a database write now', () => writer().queueDepth)
   gauge(registry, 'plant_store_writes_in_flight', 'Database writes running now', () => writer().inFlight)
-  if (pool === undefined) return
-  gauge(registry, 'plant_store_db_pool_connections', 'PostgreSQL connections open', () => pool().total)
-  gauge(registry, 'plant_store_db_pool_idle_connections', 'PostgreSQL connections open and idle', () => pool().idle)
-  gauge(registry, 'plant_store_db_pool_waiting_clients', 'Queries waiting for a PostgreSQL connection', () => pool().waiting)
+  if (pool !== undefined) {
+    gauge(registry, 'plant_store_db_pool_connections', 'PostgreSQL connections open', () => pool().total)
+    gauge(registry, 'plant_store_db_pool_idle_connections', 'PostgreSQL connections open and idle', () => pool().idle)
+    gauge(registry, 'plant_store_db_pool_waiting_clients', 'Queries waiting for a PostgreSQL connection', () => pool().waiting)
+  }
+  // For the alert on a replica not ready (deploy/prometheus/).
+  const help = 'Whether this replica is ready: migrations applied and a write can commit now (GET /health/ready), 0 while shutting down'
+  gauge(registry, 'plant_store_ready', help, async () => await ready() ? 1 : 0)
 }
 
-// A gauge read when scraped, so the create path does no work for it.
-function gauge (registry: Registry, name: string, help: string, read: () => number): void {
+function gauge (registry: Registry, name: string, help: string, read: () => number | Promise<number>): void {
   // eslint-disable-next-line no-new
-  new Gauge({ name, help, registers: [registry], collect () { this.set(read()) } })
+  new Gauge({ name, help, registers: [registry], async collect () { this.set(await read()) } })
 }

@@ -3,8 +3,7 @@ import { randomUUID } from 'node:crypto'
 import { isSpanContextValid } from '@opentelemetry/api'
 import { parseTraceParent } from '@opentelemetry/core'
 
-// The request id and a traceparent's trace id, on every log line whether or
-// not spans are exported (docs/operations.md, "Logs" and "Traces").
+// On every log line whether or not spans are exported (docs/operations.md, "Logs" and "Traces").
 
 // An incoming X-Request-Id is kept when short and plain, so a caller can follow it; else a fresh id.
 const acceptableRequestId = /^[A-Za-z0-9._:-]{1,128}$/
@@ -21,8 +20,7 @@ export function newRequestId (): string {
 
 export const TRACE_ID_FIELD = 'trace_id'
 
-// The trace id of a traceparent header, or undefined when there is none or it
-// is not valid (the header given twice is not valid either: W3C Trace Context).
+// Undefined when there is none or it is not valid (given twice is not: W3C Trace Context).
 export function traceIdOf (header: string | string[] | undefined): string | undefined {
   if (typeof header !== 'string') return undefined
   const parent = parseTraceParent(header)

@@ -1,12 +1,10 @@
 import { Type, type Static } from '@sinclair/typebox'
 
-// Each schema carries an $id: Fastify adds it once, routes point at it with
-// Type.Ref, and the docs plugin names the OpenAPI component after it.
+// Each $id names the OpenAPI component; routes point at it with Type.Ref.
 
 // PostgreSQL text cannot hold U+0000, and a lone UTF-16 surrogate has no
-// UTF-8 form (Node would write U+FFFD): either would store something other
-// than what was sent. In the schema, so the document states the rule and the
-// validator names the field (plugins/json-body.ts words its message).
+// UTF-8 form: either would store other than what was sent. In the schema, so
+// the document states the rule and the validator names the field.
 export const STORABLE_TEXT = '^[^\\u0000\\uD800-\\uDFFF]*$'
 const storable = { pattern: STORABLE_TEXT }
 
@@ -19,8 +17,7 @@ export const Plant = Type.Object({
 })
 export type Plant = Static<typeof Plant>
 
-// The JSON body parser hands over ids past 2^53 as bigint, so the static
-// type admits both; validation checks the JSON type and the int64 range.
+// Ids past 2^53 arrive as bigint.
 export const PlantId = Type.Unsafe<number | bigint>({
   type: 'integer',
   format: 'int64',
@@ -33,17 +30,15 @@ export const PlantId = Type.Unsafe<number | bigint>({
 
 export const EXAMPLE_PLANT = { id: 1, name: 'Monstera', tag: 'indoor' }
 
-// NewPlant is Plant plus `id`. An allOf of the Plant reference and the id part
-// reads that way in the OpenAPI document; unknown properties stay allowed
-// because the specification does not forbid them.
+// Plant plus `id`, which reads that way in the document as an allOf; unknown
+// properties stay allowed because the specification does not forbid them.
 export const NewPlant = Type.Intersect([
   Type.Ref(Plant),
   Type.Object({ id: PlantId })
 ], {
   $id: 'NewPlant',
   description: 'A plant to add to the store.',
-  // Also the request body's example in the docs; the start-up banner's curl
-  // sends this same plant, so "Try it out" after it is a replay (200).
+  // The start-up banner's curl sends it too, so "Try it out" after it is a replay (200).
   examples: [EXAMPLE_PLANT]
 })
 

@@ -14,12 +14,8 @@ try {
   const db = database.kind === 'postgres'
     ? openPostgres({ url: database.url, timeoutMs: env.DB_TIMEOUT_MS, log })
     : await openPglite(database.dataDir)
-  try {
-    const { applied, version } = await migrate(db)
-    log.info({ applied, version, database: db.kind }, applied.length > 0 ? 'migrations applied' : 'schema up to date')
-  } finally {
-    await db.close()
-  }
+  const { applied, version } = await migrate(db).finally(async () => await db.close())
+  log.info({ applied, version, database: db.kind }, applied.length > 0 ? 'migrations applied' : 'schema up to date')
 } catch (err) {
   if (err instanceof ConfigError) process.stderr.write(`plant-store: ${err.message}\n`)
   else log.error({ err }, 'migration failed')

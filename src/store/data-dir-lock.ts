@@ -4,17 +4,11 @@ import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { ConfigError } from '../config.js'
 
-// fs-native-extensions ships prebuilt binaries (no compiler in the image);
-// on Linux tryLock is an open-file-description lock (fcntl F_OFD_SETLK).
-interface NativeLocks {
-  tryLock(fd: number): boolean
-  unlock(fd: number): void
-}
-const native = createRequire(import.meta.url)('fs-native-extensions') as NativeLocks
+// Prebuilt binaries (no compiler in the image); on Linux an open-file-description lock (fcntl F_OFD_SETLK).
+const native = createRequire(import.meta.url)('fs-native-extensions') as { tryLock(fd: number): boolean, unlock(fd: number): void }
 
-// Inside the data directory, so a volume mounted at the directory itself
-// carries the lock to every container that mounts it. PostgreSQL ignores
-// files it does not know in its data directory.
+// Inside the data directory, so a volume mounted at the directory carries the
+// lock to every container that mounts it (PostgreSQL ignores the file).
 export const LOCK_FILE = '.plant-store.lock'
 
 export class DataDirInUseError extends ConfigError {
@@ -22,9 +16,8 @@ export class DataDirInUseError extends ConfigError {
 }
 
 // Two PGlite instances on one directory overwrite each other's pages. The
-// kernel's lock on the file's inode holds across containers sharing the
-// volume, and goes with the process however it ends (SIGKILL included). The
-// pid and host in the file only tell an operator who holds it.
+// kernel's lock holds across containers sharing the volume and goes with the
+// process however it ends; the pid and host in the file tell an operator who.
 export function lockDataDir (dataDir: string): { release: () => void } {
   const path = join(dataDir, LOCK_FILE)
   const fd = openSync(path, 'a+')

@@ -2,35 +2,27 @@
 export type Row = Record<string, unknown>
 
 export interface QueryOptions {
-  // PostgreSQL: parse and plan the statement once per connection under this
-  // name and reuse it. Only for a fixed text that runs often: a name must
+  // PostgreSQL: planned once per connection under this name, so a name must
   // always go with the same text. PGlite ignores it.
   name?: string
 }
 
 export interface Sql {
-  // One statement with $1… parameters.
   query<R extends Row = Row>(text: string, params?: unknown[], options?: QueryOptions): Promise<R[]>
-  // A script of several statements, no parameters (migrations).
-  exec(text: string): Promise<void>
+  exec(text: string): Promise<void> // a script of several statements, no parameters (migrations)
 }
 
 export interface Db extends Sql {
   readonly kind: 'postgres' | 'pglite'
-  // Batches the plant store keeps in flight at once.
-  readonly writers: number
-  // One statement that writes, whose effect must not be committed once
-  // `deadline` (performance.now()) has passed. Never raced against a timer:
-  // its caller must be told what the database did.
+  readonly writers: number // batches the plant store keeps in flight at once
+  // A statement that writes, not committed past `deadline` (performance.now()).
+  // Never raced against a timer: its caller must be told what the database did.
   writeBefore<R extends Row = Row>(deadline: number, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]>
-  // fn on one connection, in commitOrRollBack.
   transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T>
-  // The readiness probe's statement. PostgreSQL: on a connection of its
-  // own, which a stalled commit keeps until the stall ends (bounded).
+  // The readiness probe's statement; PostgreSQL runs it on a connection of its own.
   probe?(text: string): Promise<void>
   close(): Promise<void>
-  // PostgreSQL: the pool's connections now (for metrics). PGlite has no pool.
-  poolStats?(): PoolStats
+  poolStats?(): PoolStats // PostgreSQL's pool, for the metrics
   // PGlite on disk: bytes free for the data directory (PostgreSQL's disk is its operator's).
   freeBytes?(): Promise<number>
 }
@@ -38,19 +30,15 @@ export interface Db extends Sql {
 // The embedded thread's connection, before pglite.ts adds the write rules.
 export type Connection = Omit<Db, 'writers' | 'writeBefore' | 'freeBytes' | 'probe'>
 
-// Connections open, idle among them, and callers waiting for one.
 export interface PoolStats { total: number, idle: number, waiting: number }
 
 // fn between BEGIN (sent by the caller) and COMMIT; ROLLBACK, its own
-// failure ignored, when fn throws. Both backends' Db.transaction.
+// failure ignored, when fn throws.
 export async function commitOrRollBack<T> (tx: Sql, end: (commit: boolean) => Promise<unknown>, fn: (tx: Sql) => Promise<T>): Promise<T> {
-  let result: T
-  try {
-    result = await fn(tx)
-  } catch (err) {
+  const result = await fn(tx).catch(async (err: unknown) => {
     await end(false).catch(() => {})
     throw err
-  }
+  })
   await end(true)
   return result
 }

@@ -3,8 +3,7 @@ import { basename, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Db } from './db.js'
 
-// The project root, whether this runs from src/store/ (tsx) or from
-// dist/src/store/ (built); migrations/ sits there in both layouts.
+// migrations/ is at the project root, whether this runs from src/store/ (tsx) or dist/src/store/.
 const above = dirname(dirname(dirname(fileURLToPath(import.meta.url))))
 const projectRoot = basename(above) === 'dist' ? dirname(above) : above
 export const migrationsDir = join(projectRoot, 'migrations')
@@ -12,10 +11,8 @@ export const migrationsDir = join(projectRoot, 'migrations')
 // Any constant works; it only has to be the same for every instance.
 export const MIGRATION_LOCK = 727_001
 
-// Runs the pending migrations in one transaction that first takes a
-// transaction-scoped advisory lock: instances starting together queue on the
-// lock, and the second finds nothing left to do. A failing migration rolls
-// back whole and the error propagates (start-up stops).
+// One transaction under an advisory lock: instances starting together queue
+// on it and the second finds nothing to do; a failing migration rolls back whole.
 export async function migrate (db: Db): Promise<{ applied: number[], version: number }> {
   return await db.transaction(async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])

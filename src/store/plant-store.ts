@@ -3,16 +3,11 @@ import type { Db } from './db.js'
 import { asStoreError, isTransient, isUnavailable, OutcomeUnknownError, StoreUnavailableError, withDeadline } from './store-errors.js'
 import { createWriteQueue, type Pending, type WriteQueueOptions } from './write-queue.js'
 
-// Every create is answered only once the database has its row; creates that
-// arrive while a write is in flight share the next statement, so the machine,
-// not the round trip, is the limit (docs/architecture.md, "The write queue").
+// A create is answered once the database has its row; creates that arrive
+// while a write is in flight share the next statement (docs/architecture.md,
+// "The write queue").
 
-// A plant as the store keeps it: the exact int64 id, tag absent as undefined.
-export interface PlantRecord {
-  id: bigint
-  name: string
-  tag?: string
-}
+export interface PlantRecord { id: bigint, name: string, tag?: string }
 
 export interface CreateOutcome { kind: 'created' | 'replayed' | 'conflict', plant: PlantRecord }
 
@@ -20,51 +15,34 @@ export interface CreateOutcome { kind: 'created' | 'replayed' | 'conflict', plan
 export type AnswerKind = CreateOutcome['kind'] | 'unknown'
 
 export interface PlantStoreOptions {
-  // DB_TIMEOUT_MS: a create's wait in the queue, then its batch's write,
-  // retries included (settle). Unset: no deadline.
-  timeoutMs?: number
-  // Until markMigrated, creates are refused and the store is not ready.
-  migrated?: boolean
+  timeoutMs?: number // for the queue, then again for the batch's write with its retries; unset: none
+  migrated?: boolean // until markMigrated, creates are refused and the store is not ready
   log?: Pick<BaseLogger, 'debug'>
-  // Batches in flight default to the backend's own number (Db.writers).
   writer?: WriterOptions
 }
 
 export type WriterOptions = Partial<Omit<WriteQueueOptions, 'timeoutMs'>>
 
-// A create waiting in the write queue.
 type Create = Pending<PlantRecord, CreateOutcome>
 
-// Under a usual load batches stay far below the row bound, so it only
-// matters for bursts (bench/RESULTS.md).
-export const DEFAULT_MAX_BATCH = 256
-export const DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024
-export const DEFAULT_MAX_QUEUE = 10_000
+// The row bound matters only for bursts (bench/RESULTS.md).
+const WRITER_DEFAULTS = { maxBatch: 256, maxBatchBytes: 4 * 1024 * 1024, maxQueue: 10_000 }
 
-// What the store tells its watchers (metrics, tracing): every method runs
-// synchronously on the create path, so a watcher must be cheap.
+// Told synchronously on the create path: a watcher must be cheap.
 export interface StoreObserver {
-  // Called in the caller's async context.
-  queued?(plant: PlantRecord): void
+  queued?(plant: PlantRecord): void // in the caller's async context
   rejectedFull?(): void
   batchStarted?(batch: WriteBatch): void
   batchFinished?(batch: WriteBatch, failure: unknown): void
   answered?(kind: AnswerKind): void
 }
 
-export interface WriteBatch {
-  // From 1.
-  readonly id: number
-  readonly creates: ReadonlyArray<{ readonly item: PlantRecord }>
-}
-
-export interface WriterStats { queueDepth: number, inFlight: number }
+export interface WriteBatch { readonly id: number, readonly creates: ReadonlyArray<{ readonly item: PlantRecord }> }
 
 export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = true, log, writer = {} }: PlantStoreOptions = {}) {
   let isMigrated = migrated
   const observers: StoreObserver[] = []
-  // A watcher that throws must not change what a create is told, nor leave
-  // a taken batch unanswered: its failure is dropped.
+  // A watcher that throws must change no answer nor leave a batch unanswered.
   const tell = (call: (o: StoreObserver) => void): void => {
     for (const o of observers) {
       try {
@@ -73,20 +51,17 @@ export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = tru
     }
   }
   const context: WriteContext = { db, timeoutMs, onAnswer: (kind) => { if (observers.length > 0) tell((o) => o.answered?.(kind)) } }
-  const queue = createWriteQueue<PlantRecord, CreateOutcome>({
-    maxBatch: writer.maxBatch ?? DEFAULT_MAX_BATCH,
-    maxBatchBytes: writer.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES,
-    maxQueue: writer.maxQueue ?? DEFAULT_MAX_QUEUE,
-    concurrency: writer.concurrency ?? db.writers,
-    timeoutMs
-  }, (plant) => plant.name.length + (plant.tag?.length ?? 0), watchedWriter(context, tell))
+  const queue = createWriteQueue<PlantRecord, CreateOutcome>(
+    { ...WRITER_DEFAULTS, concurrency: db.writers, ...writer, timeoutMs },
+    (plant) => plant.name.length + (plant.tag?.length ?? 0),
+    watchedWriter(context, tell)
+  )
   return {
     observe: (observer: StoreObserver): void => { observers.push(observer) },
-    stats: (): WriterStats => ({ queueDepth: queue.depth(), inFlight: queue.inFlight() }),
+    stats: queue.stats,
     isMigrated: (): boolean => isMigrated,
     markMigrated: (): void => { isMigrated = true },
-    // Resolves once the row is committed (store-errors.ts: 503 or 504
-    // otherwise). Not async: one promise per create, the queue's.
+    // Resolves once the row is committed. Not async: one promise per create, the queue's.
     create (plant: PlantRecord): Promise<CreateOutcome> {
       if (!isMigrated) return Promise.reject(new StoreUnavailableError('The database is not ready yet'))
       if (queue.full()) tell((o) => o.rejectedFull?.())
@@ -99,40 +74,33 @@ export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = tru
 
 export type PlantStore = ReturnType<typeof createPlantStore>
 
-// The queue's write, numbered and told to the watchers.
 function watchedWriter (context: WriteContext, tell: (call: (o: StoreObserver) => void) => void): (batch: Create[]) => Promise<void> {
   let batches = 0
   return async (batch) => {
     const event: WriteBatch = { id: ++batches, creates: batch }
     tell((o) => o.batchStarted?.(event))
-    let failure: unknown
-    try {
-      failure = await settle(context, groupById(batch), performance.now() + context.timeoutMs, { unconfirmed: false })
-    } catch (err) {
-      // A bug in the write must not leave a request waiting forever;
-      // requests already answered ignore this.
-      failure = err
-      for (const p of batch) p.reject(err)
-    }
+    const failure = await settle(context, groupById(batch), performance.now() + context.timeoutMs, { unconfirmed: false })
+      .catch((err: unknown) => {
+        // A bug must not leave a request waiting forever (answered ones ignore this).
+        for (const p of batch) p.reject(err)
+        return err
+      })
     tell((o) => o.batchFinished?.(event, failure))
   }
 }
 
-// Orchestrators and balancers give a probe 1 s by default: the check ends
-// before that, however long DB_TIMEOUT_MS (set long to ride out a failover).
+// Orchestrators give a probe 1 s by default, however long DB_TIMEOUT_MS.
 const READY_TIMEOUT_MS = 800
 
-// Ready means a write can commit now (docs/operations.md, "Health"): a
-// read-only session raises 25006, so its connection is dropped; the WAL
-// message's commit waits for a synchronous standby as a create's does
-// (txid_current() alone writes no WAL and commits at once).
+// A write can commit now (docs/operations.md, "Health"): a read-only session
+// raises 25006, so its connection is dropped; the WAL message's commit waits
+// for a synchronous standby as a create's does.
 const probeSql =
   'DO $$ BEGIN IF pg_is_in_recovery() OR current_setting(\'transaction_read_only\')::boolean THEN ' +
   'RAISE EXCEPTION \'the database does not accept writes\' USING ERRCODE = \'read_only_sql_transaction\'; END IF; ' +
   'PERFORM pg_logical_emit_message(true, \'plant-store\', \'ready\'); END $$'
 
-// A WAL segment: with less free than this, PostgreSQL cannot start the
-// next one, and a full disk fails every commit (PGlite on disk only).
+// With less than a WAL segment free, every commit fails (PGlite on disk only).
 const MIN_FREE_BYTES = 16 * 1024 * 1024
 
 async function probeCommit (db: Db): Promise<void> {
@@ -142,72 +110,53 @@ async function probeCommit (db: Db): Promise<void> {
   }
 }
 
-// One probe at a time: one asked for while another is in flight waits for
-// it, so a stalled commit holds one connection, never one per probe.
+// One probe at a time, so a stalled commit holds one connection, never one per probe.
 function readinessProbe (db: Db, boundMs: number, migrated: () => boolean, log?: Pick<BaseLogger, 'debug'>): () => Promise<boolean> {
   let inFlight: Promise<void> | undefined
   return async () => {
     if (!migrated()) return false
     inFlight ??= probeCommit(db).finally(() => { inFlight = undefined })
-    try {
-      await withDeadline(inFlight, boundMs, 'readiness check')
-      return true
-    } catch (err) {
-      // Asked by every probe: at debug. An outage shows at warn where it
-      // matters, in the creates it refuses and the migration retries.
+    return await withDeadline(inFlight, boundMs, 'readiness check').then(() => true, (err: unknown) => {
+      // At debug: the refused creates and the migration retries show an outage at warn.
       log?.debug({ err }, 'readiness check failed')
       return false
-    }
+    })
   }
 }
 
-// Rows the database already holds come back from the second statement:
-// under READ COMMITTED it sees rows committed after the INSERT began,
-// which one statement (a CTE) could not.
+// Stored rows come from a second statement, which sees rows committed after the INSERT began.
 export const insertBatchSql =
   'INSERT INTO plants (id, name, tag) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) ' +
   'ON CONFLICT (id) DO NOTHING RETURNING id'
-// The stored rows of ids the INSERT did not write, one per request (`i`,
-// from 1), and whether the request names exactly that plant. The database
-// compares (collation "C"): PGlite drops a leading U+FEFF from text it
-// returns, so text read back is never what a replay is compared with.
+// One row per request (`i`, from 1). The database compares (collation "C"):
+// PGlite drops a leading U+FEFF from text it returns.
 export const selectBatchSql =
   'SELECT r.i::int AS i, p.name, p.tag, ' +
   '(p.name IS NOT DISTINCT FROM r.name COLLATE "C" AND p.tag IS NOT DISTINCT FROM r.tag COLLATE "C") AS same ' +
   'FROM unnest($1::bigint[], $2::text[], $3::text[]) WITH ORDINALITY AS r(id, name, tag, i) ' +
   'JOIN plants p ON p.id = r.id'
-// Prepared once per connection: parsing and planning the INSERT is a large
-// share of the PostgreSQL server's work per batch (bench/RESULTS.md).
+// Prepared once per connection: planning is a large share of the server's work (bench/RESULTS.md).
 const insertStatement = { name: 'plants_insert_batch' }
 const selectStatement = { name: 'plants_select_batch' }
 
-// A row that neither the INSERT wrote nor the SELECT found was held by a
-// transaction that rolled back in between: written again, a bounded number of times.
+// A row neither written nor found was held by a transaction that rolled back in between.
 const MAX_ATTEMPTS = 5
 
-// Pauses while the database is away, jittered so that replicas do not retry in step.
+// Jittered, so that replicas do not retry in step.
 const RETRY_FIRST_MS = 25
 const RETRY_MAX_MS = 500
 
-interface WriteContext {
-  db: Db
-  // From the batch's take (Infinity: no bound).
-  timeoutMs: number
-  onAnswer: (kind: AnswerKind) => void
-}
+interface WriteContext { db: Db, timeoutMs: number, onAnswer: (kind: AnswerKind) => void }
 
-// The requests of one batch that name the same id; the first one's data is
-// what the batch stores. Keyed by the bigint itself: a Map keyed by its
-// decimal text cost several times more per create (bench/RESULTS.md).
+// The requests of a batch naming one id; the first one's plant is stored.
+// Keyed by the bigint: by its decimal text cost more (bench/RESULTS.md).
 interface Group { id: bigint, members: Create[] }
 
-// Once a write was sent and not confirmed, it may still commit: every later
-// failure of its groups is "unknown" (504).
+// A write sent and not confirmed may still commit: every later failure of its groups is "unknown" (504).
 interface Sent { unconfirmed: boolean }
 
-// Answers every request of groups; returns the error that failed them, if any,
-// so writing rows one by one can stop when the database is gone. Past the
-// deadline, counted from the take, nothing is sent (docs/architecture.md, "The write queue").
+// Returns the error that failed the groups, so writing rows one by one can
+// stop when the database is gone. Nothing is sent past the deadline.
 async function settle (ctx: WriteContext, groups: Group[], deadline: number, sent: Sent): Promise<unknown> {
   let pending = groups
   let outageRetries = 0
@@ -216,17 +165,17 @@ async function settle (ctx: WriteContext, groups: Group[], deadline: number, sen
     if (performance.now() >= deadline) {
       return failAll(ctx, pending, failureAfter(new StoreUnavailableError(`writing the batch took longer than ${ctx.timeoutMs} ms`), sent))
     }
-    // The groups not answered yet, should a statement fail.
     let unanswered = pending
     try {
-      unanswered = await insert(ctx, pending, deadline, sent)
+      unanswered = await insert(ctx, pending, deadline)
       pending = unanswered.length === 0
         ? []
         : await withDeadline(answerExisting(ctx, unanswered), Math.max(0, deadline - performance.now()), 'reading the stored plants')
     } catch (err) {
-      // Safe to send again: a row the failed statement did store is found
-      // stored and answered as a replay. Not a vanished row, so the
-      // attempt is not counted.
+      // Only a write's outcome can be unknown: the SELECT reads.
+      if (err instanceof OutcomeUnknownError) sent.unconfirmed = true
+      // Safe to send again: a row the failed statement stored is answered as
+      // a replay. Not a vanished row, so the attempt is not counted.
       if (isTransient(err) && await pauseBeforeRetry(outageRetries++, deadline)) {
         pending = unanswered
         attempt--
@@ -235,8 +184,7 @@ async function settle (ctx: WriteContext, groups: Group[], deadline: number, sen
       if (isUnavailable(err) || err instanceof OutcomeUnknownError || unanswered.length === 1) {
         return failAll(ctx, unanswered, failureAfter(err, sent))
       }
-      // Something in this batch cannot be stored (or the statement failed
-      // for a reason of its own): each row alone, so only the row at fault fails.
+      // Something in the batch cannot be stored: each row alone, so only the row at fault fails.
       for (let i = 0; i < unanswered.length; i++) {
         const failure = await settle(ctx, [unanswered[i] as Group], deadline, { ...sent })
         if (isUnavailable(failure) || failure instanceof OutcomeUnknownError) {
@@ -249,15 +197,12 @@ async function settle (ctx: WriteContext, groups: Group[], deadline: number, sen
   return undefined
 }
 
-// Once a write was sent and not confirmed, every later failure is unknown.
 function failureAfter (err: unknown, sent: Sent): unknown {
   if (!sent.unconfirmed) return asStoreError(err)
   return err instanceof OutcomeUnknownError ? err : new OutcomeUnknownError('a write of this row was not confirmed', { cause: err })
 }
 
-// Waits before retry number n (from 0) unless the wait would end past the
-// deadline; true when it waited, so the batch may be sent again. A writer
-// with no deadline has nothing to bound its retries: it sends once.
+// True when it waited; not past the deadline, and with none nothing would bound the retries.
 async function pauseBeforeRetry (n: number, deadline: number): Promise<boolean> {
   const ms = Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** n) * (0.5 + Math.random() / 2)
   if (!Number.isFinite(deadline) || performance.now() + ms >= deadline) return false
@@ -265,24 +210,31 @@ async function pauseBeforeRetry (n: number, deadline: number): Promise<boolean> 
   return true
 }
 
-// Writes the groups' rows in one statement, answers the ones it created
-// and returns the groups whose id was already stored.
-async function insert (ctx: WriteContext, groups: Group[], deadline: number, sent: Sent): Promise<Group[]> {
+// Returns the groups whose id was already stored.
+async function insert (ctx: WriteContext, groups: Group[], deadline: number): Promise<Group[]> {
   const plants = columns(groups.map((g) => (g.members[0] as Create).item))
   const rows = await ctx.db.writeBefore<{ id: unknown }>(deadline, insertBatchSql, plants, insertStatement)
-    .catch((err: unknown) => {
-      if (err instanceof OutcomeUnknownError) sent.unconfirmed = true
-      throw err
-    })
   const created = new Set(rows.map((row) => toId(row.id)))
-  for (const g of groups) if (created.has(g.id)) answerCreated(g, ctx.onAnswer)
-  return groups.filter((g) => !created.has(g.id))
+  const existing: Group[] = []
+  for (const g of groups) {
+    if (!created.has(g.id)) {
+      existing.push(g)
+      continue
+    }
+    // The others of the batch are compared with the first (both the requests' own strings).
+    const first = (g.members[0] as Create).item
+    g.members.forEach((p, i) => {
+      const same = p.item.name === first.name && p.item.tag === first.tag
+      answer(p, i === 0 ? 'created' : same ? 'replayed' : 'conflict', first, ctx)
+    })
+  }
+  return existing
 }
 
 // A type, not an interface, so it is a Row (which has an index signature).
 type Compared = { name: string, tag: string | null, same: boolean }
 
-// Answers the groups whose row is stored; returns those whose row is gone.
+// Returns the groups whose row is gone.
 async function answerExisting (ctx: WriteContext, groups: Group[]): Promise<Group[]> {
   const params = columns(groups.flatMap((g) => g.members.map((p) => p.item)))
   const rows = await ctx.db.query<Compared & { i: number }>(selectBatchSql, params, selectStatement)
@@ -292,23 +244,20 @@ async function answerExisting (ctx: WriteContext, groups: Group[]): Promise<Grou
   for (const g of groups) {
     const at = n + 1
     n += g.members.length
-    // Every request of a group names the same id: stored for all, or none.
+    // A group's requests name one id: stored for all, or none.
     if (!byRequest.has(at)) {
       missing.push(g)
       continue
     }
-    // A replay is answered with the plant it sent (the stored one, byte for
-    // byte); a conflict with the stored plant.
     g.members.forEach((p, i) => {
       const { name, tag, same } = byRequest.get(at + i) as Compared
-      answer(p, same ? 'replayed' : 'conflict', tag === null ? { id: g.id, name } : { id: g.id, name, tag }, ctx.onAnswer)
+      answer(p, same ? 'replayed' : 'conflict', tag === null ? { id: g.id, name } : { id: g.id, name, tag }, ctx)
     })
   }
   return missing
 }
 
-// The statements' parameters. Ids travel as decimal text cast to bigint[],
-// so no driver ever sees a rounded number.
+// Ids travel as decimal text cast to bigint[], so no driver sees a rounded number.
 function columns (plants: PlantRecord[]): unknown[] {
   return [plants.map((p) => p.id.toString()), plants.map((p) => p.name), plants.map((p) => p.tag ?? null)]
 }
@@ -320,9 +269,8 @@ function toId (value: unknown): bigint {
   throw new TypeError(`not an int8 value: ${typeof value}`)
 }
 
-// Groups a batch by id, in ascending id order: concurrent batches (here or
-// in another instance) then take row locks in the same order and cannot
-// deadlock on each other.
+// In ascending id order, so concurrent batches (here or in another instance)
+// take row locks in the same order and cannot deadlock.
 function groupById (batch: Create[]): Group[] {
   const byId = new Map<bigint, Group>()
   for (const p of batch) {
@@ -333,21 +281,9 @@ function groupById (batch: Create[]): Group[] {
   return [...byId.values()].sort((a, b) => a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
 }
 
-function samePlant (a: PlantRecord, b: PlantRecord): boolean {
-  return a.name === b.name && (a.tag ?? null) === (b.tag ?? null)
-}
-
-// The group's first request created the row; the others of the batch are
-// compared with it (both are the requests' own strings).
-function answerCreated (g: Group, onAnswer: WriteContext['onAnswer']): void {
-  const stored = (g.members[0] as Create).item
-  g.members.forEach((p, i) => {
-    answer(p, i === 0 ? 'created' : samePlant(p.item, stored) ? 'replayed' : 'conflict', stored, onAnswer)
-  })
-}
-
-function answer (p: Create, kind: CreateOutcome['kind'], stored: PlantRecord, onAnswer: WriteContext['onAnswer']): void {
-  onAnswer(kind)
+// A replay is answered with the plant it sent, a conflict with the stored one.
+function answer (p: Create, kind: CreateOutcome['kind'], stored: PlantRecord, ctx: WriteContext): void {
+  ctx.onAnswer(kind)
   p.resolve({ kind, plant: kind === 'conflict' ? stored : p.item })
 }
 

@@ -10,24 +10,20 @@ export function openPostgres ({ url, timeoutMs, log }: { url: string, timeoutMs:
   const connection = connectionConfig(url, timeoutMs)
   const pool = new pg.Pool({ ...connection, max: 10 })
   // The readiness probe's own connection, kept by a stalled commit until the
-  // stall ends: giving it up sooner would leave one more session waiting on
-  // the server at every probe.
+  // stall ends: given up sooner, each probe would leave a session waiting.
   const probePool = new pg.Pool({ ...connection, max: 1, query_timeout: PROBE_WAIT_MS })
-  // An idle client whose server goes away emits here; without a listener the
-  // process would crash. The pool drops that client and opens a new one later.
+  // An idle client whose server goes away emits here: unheard, it would crash the process.
   for (const p of [pool, probePool]) p.on('error', (err) => log.warn({ err }, 'idle database connection failed'))
 
-  // pool.query closes a client whose statement failed, so a session on a
-  // read-only database (25006) is never handed to the next create
-  // (test/process/read-only-database.test.ts).
+  // pool.query closes a client whose statement failed, so a read-only
+  // session (25006) is never handed to the next create.
   return {
     kind: 'postgres',
     ...sqlOf(pool),
-    // One slow statement does not stall every create; more writers make
-    // smaller batches, which cost the server more per row (bench/RESULTS.md).
+    // One slow statement does not stall every create; more would make smaller
+    // batches, which cost the server more per row (bench/RESULTS.md).
     writers: 2,
-    // On a client of its own, so failing to connect is a 503 (nothing
-    // sent); once sent, sentWriteError tells a refusal from an unknown.
+    // On a client of its own, so failing to connect is a 503 (nothing sent).
     writeBefore: async <R extends Row = Row>(_deadline: number, text: string, params?: unknown[], options?: QueryOptions) =>
       await onClient(pool, async (client) => await run<R>(client, text, params, options).catch((err: unknown) => {
         throw sentWriteError(err)
@@ -46,61 +42,52 @@ export function openPostgres ({ url, timeoutMs, log }: { url: string, timeoutMs:
   }
 }
 
-// Both pools' connections; the probe's pool only reads longer.
 function connectionConfig (url: string, timeoutMs: number): pg.PoolConfig {
   return {
     connectionString: url,
     application_name: 'plant-store',
-    // Every wait is bounded (docs/architecture.md, "The write queue"). The
-    // server cancels a slow statement (57014, a true 503) but never a
-    // commit: the read timeout ends that wait (504). It is a second past the
-    // server's bound, so a statement the server cancels is 503, not 504.
+    // The server cancels a slow statement (57014, a true 503) but never a
+    // commit: the read timeout, a second later, ends that wait (504).
     connectionTimeoutMillis: timeoutMs,
     statement_timeout: timeoutMs,
     query_timeout: timeoutMs + 1000,
     idleTimeoutMillis: 30_000,
-    // TCP keepalive probes find a dead server under an idle connection;
-    // the OS default would wait two hours before the first probe.
+    // Finds a dead server under an idle connection sooner than the OS's two hours.
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000
   }
 }
 
-// fn on a client checked out for it alone; one that failed may be broken, so
-// it is destroyed rather than handed to the next request.
+// fn on a client of its own; one that failed may be broken, so it is
+// destroyed rather than handed to the next request.
 async function onClient<T> (pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect().catch(storeError)
-  // A checked-out client has no listener of the pool's: a connection that
-  // dies between two statements (postgrator reads files between them) would
-  // crash the process. The next statement fails on its own.
-  let lost: Error | undefined
+  // A checked-out client has no listener of the pool's: a connection that dies
+  // between two statements would crash the process. The next statement fails.
+  let lost: unknown
   const onLost = (err: Error): void => { lost = err }
   client.on('error', onLost)
-  let failure: unknown
   try {
     return await fn(client)
   } catch (err) {
-    failure = err
+    lost ??= err
     throw err
   } finally {
     client.removeListener('error', onLost)
-    client.release(lost ?? (failure instanceof Error ? failure : undefined))
+    client.release(lost instanceof Error ? lost : undefined)
   }
 }
 
+// Unnamed, pg sends the statement as it sends query(text, params).
 async function run<R extends Row> (client: pg.Pool | pg.PoolClient, text: string, params?: unknown[], { name }: QueryOptions = {}) {
-  const result = name === undefined
-    ? await client.query<R>(text, params)
-    : await client.query<R>({ name, text, values: params ?? [] })
-  return result.rows
+  return (await client.query<R>({ name, text, values: params })).rows
 }
 
 const storeError = (err: unknown): never => {
   throw asStoreError(err)
 }
 
-// Statements on the pool, or on one checked-out client, their failures as
-// store errors.
+// Statements on the pool or a client, their failures as store errors.
 function sqlOf (client: pg.Pool | pg.PoolClient): Sql {
   return {
     query: async <R extends Row = Row>(text: string, params?: unknown[], options?: QueryOptions) =>

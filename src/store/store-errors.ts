@@ -1,6 +1,5 @@
-// What the store's failures tell a caller (docs/architecture.md, "The write
-// queue"): 503, nothing was stored (never sent, or refused and rolled back);
-// 504, sent and not confirmed, so it may land later and a replay tells.
+// 503: nothing was stored (never sent, or refused). 504: sent and not
+// confirmed, so it may land later and a replay tells.
 export class StoreUnavailableError extends Error {
   override name = 'StoreUnavailableError'
   readonly statusCode = 503
@@ -14,11 +13,9 @@ export class OutcomeUnknownError extends Error {
 const networkCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH',
   'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'ECONNABORTED'])
 
-// SQLSTATEs of a server going away, overloaded or cancelling the statement
-// (statement_timeout); class 08 is "connection exception". 3D000: the
-// database does not exist yet (a deploy step creates it later): waited for.
-// 25006: a standby or a demoted primary behind an HA proxy, unavailable
-// (503), not the code at fault; the pool drops that connection.
+// A server going away, overloaded or cancelling the statement; class 08 is
+// "connection exception". 3D000: the database is not created yet, waited for.
+// 25006: a standby or a demoted primary behind an HA proxy, not our fault.
 export const DATABASE_MISSING = '3D000'
 const unavailableStates = new Set(['57P01', '57P02', '57P03', '57P04', '57P05', '53300', '57014', '53000', '53100', '53200',
   DATABASE_MISSING, '25006'])
@@ -31,8 +28,7 @@ const unavailableMessages = [
   'Client has encountered a connection error', 'Connection ended', 'connection timeout', ...closedMessages
 ]
 
-// The database could not do what was asked. An unknown outcome is not
-// (its caller must not say "nothing stored").
+// The database could not do what was asked (an unknown outcome is not: it may have).
 export function isUnavailable (err: unknown): boolean {
   if (err instanceof StoreUnavailableError) return true
   if (err instanceof OutcomeUnknownError || !(err instanceof Error)) return false
@@ -41,9 +37,8 @@ export function isUnavailable (err: unknown): boolean {
   return unavailableMessages.some((m) => err.message.includes(m))
 }
 
-// Worth sending again within the deadline: a database that may come back
-// (not a closed store, nor the service's own deadline, which has no cause),
-// or an unknown outcome, whose repeat answers what the database holds.
+// A database that may come back (not a closed store, nor our own deadline,
+// which has no cause), or an unknown outcome, whose repeat tells.
 export function isTransient (err: unknown): boolean {
   if (!(err instanceof OutcomeUnknownError || isUnavailable(err))) return false
   const cause = err instanceof StoreUnavailableError || err instanceof OutcomeUnknownError ? err.cause : err
@@ -56,9 +51,8 @@ export function asStoreError (err: unknown): unknown {
     : err
 }
 
-// A write that was sent: severity ERROR is the database's refusal (outside
-// a transaction block nothing of the statement is committed). Anything else
-// (no reply in time, a lost connection, a FATAL that may come while a commit
+// A write that was sent: severity ERROR is a refusal, nothing committed.
+// Anything else (no reply in time, a lost connection, a FATAL while a commit
 // waits for a standby) may have come after the commit: unknown.
 export function sentWriteError (err: unknown): unknown {
   const severity = (err as { severity?: unknown } | null)?.severity
@@ -74,18 +68,13 @@ export function sqlState (err: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined
 }
 
-// Bounds a statement that writes nothing (the readiness check, the SELECT
-// of stored plants): the work is not cancelled, so a 503 from here is true
-// only for those. A write is never raced against a timer (Db.writeBefore).
+// Only for what writes nothing: the work goes on, so a 503 is true only for
+// those. A write is never raced against a timer (Db.writeBefore).
 export async function withDeadline<T> (work: Promise<T>, ms: number, what: string): Promise<T> {
   if (!Number.isFinite(ms)) return await work
   let timer: NodeJS.Timeout | undefined
   const expired = new Promise<never>((_resolve, reject) => {
     timer = setTimeout(() => reject(new StoreUnavailableError(`${what} took longer than ${ms} ms`)), ms)
   })
-  try {
-    return await Promise.race([work, expired])
-  } finally {
-    clearTimeout(timer)
-  }
+  return await Promise.race([work, expired]).finally(() => clearTimeout(timer))
 }

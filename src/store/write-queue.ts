@@ -1,39 +1,35 @@
 import { StoreUnavailableError } from './store-errors.js'
 
-// When each batch of waiting items is sent, whatever they are; plant-store.ts
-// writes creates with it. The bounds and deadlines: docs/architecture.md,
-// "The write queue".
+// When each batch of waiting items is sent (docs/architecture.md, "The write queue").
 
 export interface Pending<T, R> {
   item: T
-  // performance.now() past which it may no longer be sent.
-  expiresAt: number
+  expiresAt: number // performance.now() past which it may no longer be sent
   resolve: (result: R) => void
   reject: (err: unknown) => void
 }
+
+export interface WriterStats { queueDepth: number, inFlight: number }
 
 export interface WriteQueueOptions {
   maxBatch: number
   // What `weigh` adds up to in a batch (a batch holds at least one item).
   maxBatchBytes: number
-  // Past it enqueue refuses (503): a stalled database turns into quick
-  // answers and bounded memory, not a backlog.
+  // Past it enqueue refuses (503): a stalled database makes quick answers, not a backlog.
   maxQueue: number
   concurrency: number
-  // How long a create may wait to be sent (Infinity: no bound).
-  timeoutMs: number
+  timeoutMs: number // how long an item may wait to be sent
 }
 
-// `write` answers every item of its batch itself and never rejects; `weigh`
-// is an item's share of maxBatchBytes.
+// `write` answers every item of its batch itself and never rejects.
 export function createWriteQueue<T, R> (options: WriteQueueOptions, weigh: (item: T) => number, write: (batch: Array<Pending<T, R>>) => Promise<void>) {
   const { maxBatch, maxBatchBytes, maxQueue, concurrency, timeoutMs } = options
   const queue: Array<Pending<T, R>> = []
   let inFlight = 0
   const expiry = expiryTimer(queue, timeoutMs)
 
-  // No timer: a batch starts in the check phase of its first create's turn.
-  // Starting in the request's own microtasks would send that create alone.
+  // A batch starts in the check phase of its first create's turn: in the
+  // request's own microtasks it would send that create alone.
   let scheduled = false
   const schedule = (): void => {
     if (scheduled) return
@@ -66,8 +62,7 @@ export function createWriteQueue<T, R> (options: WriteQueueOptions, weigh: (item
         if (inFlight < concurrency) schedule()
       })
     },
-    depth: () => queue.length,
-    inFlight: () => inFlight
+    stats: (): WriterStats => ({ queueDepth: queue.length, inFlight })
   }
 }
 
@@ -83,11 +78,11 @@ function batchLength<T> (queue: ReadonlyArray<{ item: T }>, weigh: (item: T) => 
   return rows
 }
 
-// The queue is FIFO and every create gets the same timeout, so the head
-// expires first: one timer, armed for the head's expiry, serves the queue.
+// FIFO with one timeout for all, so the head expires first: one timer, armed
+// for the head's expiry, serves the queue. A head taken meanwhile only makes
+// it fire early, and it is armed again for the new head.
 function expiryTimer (queue: Array<Pending<unknown, never>>, timeoutMs: number): { dropExpired: () => void, arm: () => void } {
   let timer: NodeJS.Timeout | undefined
-  let armedFor = Infinity
   const dropExpired = (): void => {
     const now = performance.now()
     let n = 0
@@ -97,17 +92,17 @@ function expiryTimer (queue: Array<Pending<unknown, never>>, timeoutMs: number):
     for (const p of queue.splice(0, n)) p.reject(err)
   }
   const arm = (): void => {
-    const at = queue[0]?.expiresAt ?? Infinity
-    if (timer !== undefined && at === armedFor) return
-    clearTimeout(timer)
-    timer = undefined
-    armedFor = at
-    if (!Number.isFinite(at)) return
-    timer = setTimeout(() => {
+    const head = queue[0]
+    if (head === undefined) {
+      clearTimeout(timer)
       timer = undefined
-      dropExpired()
-      arm()
-    }, Math.max(0, at - performance.now()))
+    } else if (timer === undefined && Number.isFinite(timeoutMs)) {
+      timer = setTimeout(() => {
+        timer = undefined
+        dropExpired()
+        arm()
+      }, Math.max(0, head.expiresAt - performance.now()))
+    }
   }
   return { dropExpired, arm }
 }
