@@ -23,7 +23,7 @@ export const root = fileURLToPath(new URL('../..', import.meta.url))
 // its inputs, so parallel test files share one compile and never write the
 // files another file's server is running from.
 const cacheDir = join(root, 'node_modules', '.cache', 'plant-store-runtime')
-const inputs = ['src', 'plugins', 'routes', 'migrations', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json']
+const inputs = ['app.ts', 'server.ts', 'src', 'plugins', 'routes', 'migrations', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json']
 const BUILD_WAIT_MS = 180_000
 
 function listFiles (path: string): string[] {
