@@ -73,6 +73,8 @@ function serveOneAtATime (request: FastifyRequest, reply: FastifyReply): boolean
   request.log.info('request dropped unprocessed: it arrived before the answer to the one before it was written')
   reply.hijack()
   holdFor(socket, bodyRead(request))
+  // A client that pipelines sends more: the closing answer waits until it pauses.
+  whileSending(socket, request.server.initialConfig.bodyLimit ?? 0)
   if (previous !== undefined && !previous.writableFinished) closeAfter(previous, socket)
   return false
 }
@@ -149,13 +151,13 @@ function writeLastAnswer (socket: Socket, status: number, reqId: string, message
   return true
 }
 
-// Bytes after Connection: close hold the answer until IDLE_MS pass without a
-// chunk (a sender a busy machine holds up is not done), or past LINGER_MS or
-// twice BODY_LIMIT since the first.
+// Bytes after Connection: close, or pipelined requests dropped, hold the
+// closing answer until IDLE_MS pass without more (a sender a busy machine holds
+// up is not done), or past LINGER_MS or twice BODY_LIMIT since the first.
 const IDLE_MS = 500
 const afterClose = new WeakMap<Socket, () => void>()
 
-function bytesAfterClose (socket: Socket, bodyLimit: number): void {
+function whileSending (socket: Socket, bodyLimit: number): void {
   const more = afterClose.get(socket)
   if (more !== undefined) return more()
   const from = socket.bytesRead
@@ -179,7 +181,7 @@ function clientErrorHandler (this: FastifyInstance, err: Error & { code?: string
     return
   }
   // Node's parser refuses each chunk sent after Connection: close.
-  if (err.code === 'HPE_CLOSED_CONNECTION') return bytesAfterClose(socket, this.initialConfig.bodyLimit ?? 0)
+  if (err.code === 'HPE_CLOSED_CONNECTION') return whileSending(socket, this.initialConfig.bodyLimit ?? 0)
   const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
   const reqId = newRequestId()
   if (!writeLastAnswer(socket, status, reqId)) return

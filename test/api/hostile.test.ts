@@ -259,6 +259,11 @@ async function socketTests (t: Test, backend: BackendName): Promise<void> {
           return httpRequest({ method: 'POST', url: '/plants', authorization: `Bearer ${TOKEN}`, contentType: 'application/json', payload: body }, w.close ? ['Connection: close'] : [])
         })
         packets.push(Buffer.from('GET /health/live HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n'))
+        // A client that asked for the close sends nothing after it (RFC 9112 9.6): what it
+        // sends later may reach a closed socket, and the reset can destroy its own answer.
+        // In one packet (or before the FIN) those bytes arrive first: never processed.
+        const asked = wires.findIndex((w) => w.kind === 'tracked' && w.close)
+        if (asked !== -1 && (shape.shape === 'pipelined' || shape.shape === 'split')) packets.splice(asked + 1)
         shapes.set(shape.shape, (shapes.get(shape.shape) ?? 0) + 1)
         requests += packets.length
         const out = await exchange(port, packets, shape)
