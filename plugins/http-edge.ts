@@ -73,8 +73,6 @@ function serveOneAtATime (request: FastifyRequest, reply: FastifyReply): boolean
   request.log.info('request dropped unprocessed: it arrived before the answer to the one before it was written')
   reply.hijack()
   holdFor(socket, bodyRead(request))
-  // A client that pipelines sends more: the closing answer waits until it pauses.
-  whileSending(socket, request.server.initialConfig.bodyLimit ?? 0)
   if (previous !== undefined && !previous.writableFinished) closeAfter(previous, socket)
   return false
 }
@@ -151,9 +149,9 @@ function writeLastAnswer (socket: Socket, status: number, reqId: string, message
   return true
 }
 
-// Bytes after Connection: close, or pipelined requests dropped, hold the
-// closing answer until IDLE_MS pass without more (a sender a busy machine holds
-// up is not done), or past LINGER_MS or twice BODY_LIMIT since the first.
+// Bytes after Connection: close hold the answer until IDLE_MS pass without a
+// chunk (a sender a busy machine holds up is not done), or past LINGER_MS or
+// twice BODY_LIMIT since the first.
 const IDLE_MS = 500
 const afterClose = new WeakMap<Socket, () => void>()
 
