@@ -3,20 +3,13 @@ import type { Config } from './config.js'
 
 export type LogDestination = ReturnType<typeof pino.destination>
 
-// In batches: a write(2) per line cost more than the line (bench/RESULTS.md).
-// The timer shows a quiet service's lines at once.
+// On stdout in batches: a write(2) per line cost more than the line (bench/RESULTS.md).
+// The periodic flush shows a quiet service's lines at once.
 const MIN_BATCH = 4096
 const FLUSH_EVERY_MS = 100
 
 export function logDestination (): LogDestination {
-  const destination = pino.destination({ dest: 1, sync: false, minLength: MIN_BATCH })
-  const timer = setInterval(() => {
-    try {
-      destination.flush()
-    } catch {} // closed: nothing left to write
-  }, FLUSH_EVERY_MS).unref()
-  destination.once('close', () => clearInterval(timer))
-  return destination
+  return pino.destination({ sync: false, minLength: MIN_BATCH, periodicFlush: FLUSH_EVERY_MS })
 }
 
 // Once every line is written, or after boundMs (a reader of stdout that
