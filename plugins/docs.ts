@@ -200,8 +200,6 @@ async function docsPlugin (fastify: FastifyInstance, opts: DocsOptions): Promise
     })
     await docs.register(swaggerUi, {
       routePrefix: DOCS_PREFIX,
-      // No badge that sends the document to validator.swagger.io.
-      validatorUrl: false,
       theme: { title: 'Plant store API' },
       uiConfig: {
         plugins: SWAGGER_UI_PLUGINS,
@@ -209,8 +207,6 @@ async function docsPlugin (fastify: FastifyInstance, opts: DocsOptions): Promise
         // <style>, which the CSP blocks; its only other use, loading another
         // document by URL, is not wanted here.
         layout: 'BaseLayout',
-        persistAuthorization: false,
-        tryItOutEnabled: false,
         displayOperationId: true
       }
     })
