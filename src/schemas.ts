@@ -11,10 +11,7 @@ const storable = { pattern: STORABLE_TEXT }
 export const Plant = Type.Object({
   name: Type.String({ description: 'The name of the plant', ...storable }),
   tag: Type.Optional(Type.String({ description: 'Tag to specify the type', ...storable }))
-}, {
-  $id: 'Plant',
-  description: 'A plant in the store.'
-})
+}, { $id: 'Plant', description: 'A plant in the store.' })
 export type Plant = Static<typeof Plant>
 
 // Ids past 2^53 arrive as bigint.
@@ -32,10 +29,7 @@ export const EXAMPLE_PLANT = { id: 1, name: 'Monstera', tag: 'indoor' }
 
 // Plant plus `id`, which reads that way in the document as an allOf; unknown
 // properties stay allowed because the specification does not forbid them.
-export const NewPlant = Type.Intersect([
-  Type.Ref(Plant),
-  Type.Object({ id: PlantId })
-], {
+export const NewPlant = Type.Intersect([Type.Ref(Plant), Type.Object({ id: PlantId })], {
   $id: 'NewPlant',
   description: 'A plant to add to the store.',
   // The start-up banner's curl sends it too, so "Try it out" after it is a replay (200).
@@ -45,10 +39,7 @@ export const NewPlant = Type.Intersect([
 export const ErrorBody = Type.Object({
   error: Type.Integer({ format: 'int32', description: 'Numeric error value (the HTTP status)' }),
   message: Type.String({ description: 'Error message text' })
-}, {
-  $id: 'Error',
-  description: 'What went wrong.'
-})
+}, { $id: 'Error', description: 'What went wrong.' })
 export type ErrorBody = Static<typeof ErrorBody>
 
 export const sharedSchemas = [Plant, NewPlant, ErrorBody]
