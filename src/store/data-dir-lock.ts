@@ -21,15 +21,13 @@ export class DataDirInUseError extends ConfigError {
 export function lockDataDir (dataDir: string): { release: () => void } {
   const path = join(dataDir, LOCK_FILE)
   const fd = openSync(path, 'a+')
-  let granted: boolean
+  let granted = false
   try {
     granted = native.tryLock(fd)
-  } catch (err) {
-    closeSync(fd)
-    throw err
+  } finally {
+    if (!granted) closeSync(fd)
   }
   if (!granted) {
-    closeSync(fd)
     const holder = readFileSync(path, 'utf8').trim()
     throw new DataDirInUseError(
       `PGLITE_DATA_DIR: ${dataDir} is in use by another plant-store process` +
