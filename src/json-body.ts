@@ -12,10 +12,8 @@ import { HttpError } from './http-error.js'
 // "__proto__" stays plain data: JSON.parse makes it an own property.
 
 export class JsonBodyError extends HttpError {
-  constructor (message: string) {
-    super(400, message)
-    this.name = 'JsonBodyError'
-  }
+  override name = 'JsonBodyError'
+  constructor (message: string) { super(400, message) }
 }
 
 export const MAX_DEPTH = 1000 // far beyond any real request: the service takes flat objects
