@@ -2,8 +2,7 @@
 export type Row = Record<string, unknown>
 
 export interface QueryOptions {
-  // PostgreSQL: planned once per connection under this name, so a name must
-  // always go with the same text. PGlite ignores it.
+  // PostgreSQL: planned once per connection under this name, always with the same text. PGlite ignores it.
   name?: string
 }
 
@@ -15,8 +14,7 @@ export interface Sql {
 export interface Db extends Sql {
   readonly kind: 'postgres' | 'pglite'
   readonly writers: number // batches the plant store keeps in flight at once
-  // A statement that writes, not committed past `deadline` (performance.now()).
-  // Never raced against a timer: its caller must be told what the database did.
+  // Not committed past `deadline` (performance.now()); never raced against a timer: its caller is told what happened.
   writeBefore<R extends Row = Row>(deadline: number, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]>
   transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T>
   // The readiness probe's statement; PostgreSQL runs it on a connection of its own.
@@ -32,8 +30,7 @@ export type Connection = Omit<Db, 'writers' | 'writeBefore' | 'freeBytes' | 'pro
 
 export interface PoolStats { total: number, idle: number, waiting: number }
 
-// fn between BEGIN (sent by the caller) and COMMIT; ROLLBACK, its own
-// failure ignored, when fn throws.
+// fn between BEGIN (sent by the caller) and COMMIT; ROLLBACK, its own failure ignored, when fn throws.
 export async function commitOrRollBack<T> (tx: Sql, end: (commit: boolean) => Promise<unknown>, fn: (tx: Sql) => Promise<T>): Promise<T> {
   const result = await fn(tx).catch(async (err: unknown) => {
     await end(false).catch(() => {})

@@ -3,20 +3,17 @@ import { setFlagsFromString } from 'node:v8'
 import type { PGlite as PGliteType, Transaction } from '@electric-sql/pglite'
 import { errorToData, type PgliteThreadData, type Reply, type Request, type Started } from './pglite-protocol.js'
 
-// The thread that owns the embedded database (pglite-worker.ts starts it):
-// a large statement keeps this thread busy, not the HTTP loop.
+// The thread that owns the embedded database (pglite-worker.ts starts it): a large statement keeps it busy, not HTTP.
 
-// TurboFan's tier-up of PGlite's WebAssembly held more resident memory for
-// no throughput (bench/RESULTS.md): stay on Liftoff. V8 reads the flag when
-// it compiles a module, so it is set before PGlite is loaded.
+// TurboFan's tier-up of PGlite's WebAssembly held more resident memory for no throughput (bench/RESULTS.md):
+// stay on Liftoff. V8 reads the flag when it compiles a module, so it is set before PGlite is loaded.
 setFlagsFromString('--liftoff-only')
 const { PGlite } = await import('@electric-sql/pglite')
 
 const port = parentPort as NonNullable<typeof parentPort>
 const { dataDir, extraStartParams } = workerData as PgliteThreadData
 
-// A transaction session: the statements the HTTP thread sends for it, in
-// order, until it ends. PGlite holds every other statement back meanwhile.
+// A transaction session: the statements sent for it, in order, until it ends. PGlite holds every other back meanwhile.
 interface Inbox { waiting: Request[], wake?: () => void }
 const sessions = new Map<number, Inbox>()
 
@@ -71,8 +68,7 @@ async function next (inbox: Inbox): Promise<Request> {
 
 class Rollback extends Error {}
 
-// BEGIN runs when PGlite gets to it; the session then serves the HTTP
-// thread's statements until it asks to commit or roll back.
+// BEGIN runs when PGlite gets to it; the session then serves the statements sent until a commit or a rollback.
 async function begin (db: PGliteType, id: number): Promise<void> {
   const inbox: Inbox = { waiting: [] }
   sessions.set(id, inbox)
@@ -92,8 +88,7 @@ async function begin (db: PGliteType, id: number): Promise<void> {
     })
     send({ id: end as number, ok: true })
   } catch (err) {
-    // Before the session began, the error is BEGIN's; after, COMMIT's or
-    // ROLLBACK's, answered to the request that ended the session.
+    // Before the session began, the error is BEGIN's; after, COMMIT's or ROLLBACK's, for the request that ended it.
     if (end === undefined) fail(id, err)
     else if (err instanceof Rollback) send({ id: end, ok: true })
     else fail(end, err)
