@@ -11,9 +11,8 @@ import { createPlantStore, type PlantStore, type WriterOptions } from '../src/st
 
 export interface DbPluginOptions {
   config: Pick<Config, 'database' | 'dbTimeoutMs'>
-  // PostgreSQL only: listen at once and migrate in the background, retrying
-  // with backoff while the database is unreachable. Called when a migration
-  // fails for a reason waiting will not fix.
+  // PostgreSQL only: listen at once and migrate in the background, retrying with backoff while the database is
+  // unreachable. Called when a migration fails for a reason waiting will not fix.
   background?: { onFatal: (err: unknown) => void }
   writer?: WriterOptions
 }

@@ -13,9 +13,8 @@ declare module 'fastify' {
   }
 }
 
-// Our own Ajv, with its defaults: Fastify's coerces types ("7" into 7, null
-// into ""). Ids past 2^53 arrive as bigint, which Ajv does not know: it
-// checks a copy (forValidation), and the int64 format is the range rule.
+// Our own Ajv, with its defaults: Fastify's coerces types ("7" into 7, null into ""). Ids past 2^53 arrive as bigint,
+// which Ajv does not know: it checks a copy (forValidation), and the int64 format is the range rule.
 const ajv = new Ajv({
   strict: true,
   formats: {

@@ -12,8 +12,7 @@ export function logDestination (): LogDestination {
   return pino.destination({ sync: false, minLength: MIN_BATCH, periodicFlush: FLUSH_EVERY_MS })
 }
 
-// Once every line is written, or after boundMs (a reader of stdout that
-// stopped), so the way out of the process is not held up.
+// Once every line is written, or after boundMs (a reader of stdout that stopped): the way out is not held up.
 export async function flushLog (destination: Pick<LogDestination, 'flush'>, boundMs = 2_000): Promise<void> {
   await new Promise<void>((resolve) => {
     const timer = setTimeout(resolve, boundMs)
@@ -22,8 +21,8 @@ export async function flushLog (destination: Pick<LogDestination, 'flush'>, boun
   })
 }
 
-// docs/operations.md, "Logs". Fastify logs no headers; should a serializer
-// ever, redaction removes the token. Fastify gives pino `stream`.
+// docs/operations.md, "Logs". Fastify logs no headers; should a serializer ever, redaction removes the token.
+// Fastify gives pino `stream`.
 type ServiceLoggerOptions = LoggerOptions & { stream?: LogDestination }
 
 export function loggerOptions (config: Pick<Config, 'logLevel' | 'production'>, destination?: LogDestination): ServiceLoggerOptions {
@@ -54,8 +53,7 @@ function hasPinoPretty (): boolean {
   }
 }
 
-// A database error (itself or as a `cause`) keeps its SQLSTATE and what it
-// names, never the plant data it can quote (SECURITY.md, "What is logged").
+// A database error (itself or as a `cause`) keeps its SQLSTATE and what it names, never plant data it can quote (SECURITY.md).
 const DATABASE_ERROR_FIELDS = ['code', 'severity', 'constraint', 'table', 'column', 'schema', 'dataType', 'routine'] as const
 
 // SQLSTATE classes whose message can quote a value: 22 data exception, P0 raised by PL/pgSQL.
