@@ -31,9 +31,8 @@ const plantsRoutes: FastifyPluginAsyncTypebox<PlantsRoutesOptions> = async (fast
     // The access line never holds the plant's id or data, only this.
     request.createOutcome = outcome.kind
     if (outcome.kind === 'conflict') throw new HttpError(409, `A different plant is already stored with id ${id}`)
-    // Exactly name and tag as stored, never the id.
-    const plant = outcome.plant
-    return plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag }
+    // The response schema (Plant) writes exactly name and tag as stored, never the id.
+    return outcome.plant
   })
 }
 
