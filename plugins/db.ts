@@ -64,8 +64,7 @@ async function dbPlugin (fastify: FastifyInstance, opts: DbPluginOptions): Promi
       throw err
     })
   } else {
-    const { onFatal } = opts.background
-    migration.catch((err: unknown) => { if (!closing) onFatal(err) })
+    migration.catch((err: unknown) => { if (!closing) opts.background?.onFatal(err) })
   }
 
   fastify.decorate('db', db)
