@@ -18,12 +18,9 @@ import resourceMetadata from './routes/resource-metadata.js'
 export interface AppOptions {
   config: Config
   logger?: FastifyServerOptions['logger']
-  // See DbPluginOptions.background: set by the server for PostgreSQL.
-  background?: DbPluginOptions['background']
-  // Tests shorten these to watch slow clients being cut off.
-  timeouts?: Partial<ServerTimeouts>
-  // See DbPluginOptions.writer: tests shrink the write queue.
-  writer?: DbPluginOptions['writer']
+  background?: DbPluginOptions['background'] // set by the server for PostgreSQL
+  timeouts?: Partial<ServerTimeouts> // tests shorten these to watch slow clients being cut off
+  writer?: DbPluginOptions['writer'] // tests shrink the write queue
 }
 
 // The whole service, built the same way for the server and for tests: the plugins, then the routes, in the order

@@ -94,10 +94,8 @@ const SWAGGER_UI_PLUGINS = [
   }
 ]
 
-export interface DocsOptions {
-  // With JWT access tokens: the issuer's client-credentials flow (the committed openapi.json stays without it).
-  oauth?: { scope: string, tokenUrl: () => string | undefined } | undefined
-}
+// oauth, with JWT access tokens: the issuer's client-credentials flow (the committed openapi.json stays without it).
+export interface DocsOptions { oauth?: { scope: string, tokenUrl: () => string | undefined } | undefined }
 
 // Added to the served document once a token URL is known, so Swagger UI's Authorize can fetch a token.
 function withClientCredentials (doc: Document, oauth: DocsOptions['oauth']): Document {

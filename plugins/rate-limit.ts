@@ -4,12 +4,9 @@ import type { FastifyInstance, onRequestAsyncHookHandler } from 'fastify'
 import { HttpError, retryAfter } from '../src/http-error.js'
 
 export interface RateLimitOptions {
-  // RATE_LIMIT_PER_MINUTE: creates one caller may make per minute.
-  perMinute: number
-  // The static tokens' callers (plugins/auth.ts, staticCallerNames).
-  configured: ReadonlySet<string>
-  // AUTH_MAX_CLIENTS: the JWT clients whose windows are kept apart.
-  maxClients: number
+  perMinute: number // RATE_LIMIT_PER_MINUTE: creates one caller may make per minute
+  configured: ReadonlySet<string> // the static tokens' callers (plugins/auth.ts, staticCallerNames)
+  maxClients: number // AUTH_MAX_CLIENTS: the JWT clients whose windows are kept apart
 }
 
 // After auth and the media-type check, so a 401 or 415 counts against nothing; in memory (docs/operations.md, "Rate limit").

@@ -1,10 +1,8 @@
 // What both backends offer, so PostgreSQL (pg) and PGlite run the same SQL.
 export type Row = Record<string, unknown>
 
-export interface QueryOptions {
-  // PostgreSQL: planned once per connection under this name, always with the same text. PGlite ignores it.
-  name?: string
-}
+// name: PostgreSQL plans the statement once per connection under it, always with the same text. PGlite ignores it.
+export interface QueryOptions { name?: string }
 
 export interface Sql {
   query<R extends Row = Row>(text: string, params?: unknown[], options?: QueryOptions): Promise<R[]>
@@ -17,12 +15,10 @@ export interface Db extends Sql {
   // Not committed past `deadline` (performance.now()); never raced against a timer: its caller is told what happened.
   writeBefore<R extends Row = Row>(deadline: number, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]>
   transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T>
-  // The readiness probe's statement; PostgreSQL runs it on a connection of its own.
-  probe?(text: string): Promise<void>
+  probe?(text: string): Promise<void> // the readiness probe's statement; PostgreSQL's on a connection of its own
   close(): Promise<void>
   poolStats?(): PoolStats // PostgreSQL's pool, for the metrics
-  // PGlite on disk: bytes free for the data directory (PostgreSQL's disk is its operator's).
-  freeBytes?(): Promise<number>
+  freeBytes?(): Promise<number> // PGlite on disk: free for the data directory (PostgreSQL's disk is its operator's)
 }
 
 // The embedded thread's connection, before pglite.ts adds the write rules.

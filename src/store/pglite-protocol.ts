@@ -1,11 +1,8 @@
 // The messages between the HTTP thread and the thread that owns PGlite (pglite-thread.ts). Values cross by
 // structured clone, which keeps bigint (int8) and Date exact.
 
-export interface PgliteThreadData {
-  dataDir: string
-  // Added to PGlite's own start parameters.
-  extraStartParams: string[]
-}
+// extraStartParams: added to PGlite's own.
+export interface PgliteThreadData { dataDir: string, extraStartParams: string[] }
 
 // `tx` names an open transaction session; without, the statement runs alone (PGlite queues it behind any open one).
 export type Request =

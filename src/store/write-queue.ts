@@ -13,10 +13,8 @@ export interface WriterStats { queueDepth: number, inFlight: number }
 
 export interface WriteQueueOptions {
   maxBatch: number
-  // What `weigh` adds up to in a batch (a batch holds at least one item).
-  maxBatchBytes: number
-  // Past it enqueue refuses (503): a stalled database makes quick answers, not a backlog.
-  maxQueue: number
+  maxBatchBytes: number // what `weigh` adds up to in a batch (a batch holds at least one item)
+  maxQueue: number // past it enqueue refuses (503): a stalled database makes quick answers, not a backlog
   concurrency: number
   timeoutMs: number // how long an item may wait to be sent
 }
