@@ -120,9 +120,8 @@ const DOCUMENT: FastifyDynamicSwaggerOptions['openapi'] = {
   openapi: '3.1.0',
   info: {
     title: 'Plant store API',
-    description: 'Adds plants to a store. Every API operation needs a bearer token: ' +
-      'send `Authorization: Bearer <token>`. Errors answer with an Error body whose ' +
-      '`error` equals the HTTP status.',
+    description: 'Adds plants to a store. Every API operation needs a bearer token: send `Authorization: Bearer <token>`. ' +
+      'Errors answer with an Error body whose `error` equals the HTTP status.',
     version: '1.0.0'
   },
   // The first, relative to the document's own URL, keeps openapi.json independent of where a service runs;
@@ -144,10 +143,9 @@ const DOCUMENT: FastifyDynamicSwaggerOptions['openapi'] = {
       bearerAuth: {
         type: 'http',
         scheme: 'bearer',
-        description: 'A token is a secret string that lets your service call the plant store. Ask the team ' +
-          'that runs the plant store for one; a token you make up is refused (401). A plant store started ' +
-          'for development without configured tokens prints a generated token at start-up. Paste the token ' +
-          'alone, without "Bearer ".'
+        description: 'A token is a secret string that lets your service call the plant store. Ask the team that runs ' +
+          'the plant store for one; a token you make up is refused (401). A plant store started for development without ' +
+          'configured tokens prints a generated token at start-up. Paste the token alone, without "Bearer ".'
       }
     },
     // Named first so the routes' schemas stay before the headers, as in the committed openapi.json.

@@ -18,11 +18,10 @@ export type Plant = Static<typeof Plant>
 export const PlantId = Type.Unsafe<number | bigint>({
   type: 'integer',
   format: 'int64',
-  description: 'Identification number of the plant: a signed 64-bit integer, stored exactly. ' +
-    'Send it as a bare JSON number (a string is refused). JavaScript callers: a `number` is exact ' +
-    'only up to 2^53-1 (9007199254740991), and JSON.stringify writes a larger id rounded, so another ' +
-    'plant would be stored. Use the plant store client (`client/` in the repository; bigint ids), or ' +
-    'on Node 22+ write the id with `JSON.rawJSON(\'9007199254740993\')`.'
+  description: 'Identification number of the plant: a signed 64-bit integer, stored exactly. Send it as a bare JSON ' +
+    'number (a string is refused). JavaScript callers: a `number` is exact only up to 2^53-1 (9007199254740991), and ' +
+    'JSON.stringify writes a larger id rounded, so another plant would be stored. Use the plant store client ' +
+    '(`client/` in the repository; bigint ids), or on Node 22+ write the id with `JSON.rawJSON(\'9007199254740993\')`.'
 })
 
 export const EXAMPLE_PLANT = { id: 1, name: 'Monstera', tag: 'indoor' }
