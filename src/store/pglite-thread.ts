@@ -101,30 +101,18 @@ function serve (db: PGliteType, request: Request): void {
   const tx = 'tx' in request ? request.tx : undefined
   if (tx !== undefined) {
     const inbox = sessions.get(tx)
-    if (inbox === undefined) {
-      fail(request.id, new Error('Transaction is closed'))
-      return
-    }
+    if (inbox === undefined) return fail(request.id, new Error('Transaction is closed'))
     inbox.waiting.push(request)
     inbox.wake?.()
     return
   }
-  switch (request.op) {
-    case 'stage':
-      stage(request)
-      break
-    case 'query':
-    case 'exec':
-      run(db, request).catch((err: unknown) => fail(request.id, err))
-      break
-    case 'begin':
-      begin(db, request.id).catch((err: unknown) => fail(request.id, err))
-      break
-    case 'close':
-      db.close().then(() => {
-        send({ id: request.id, ok: true })
-        port.close()
-      }, (err: unknown) => fail(request.id, err))
-      break
+  if (request.op === 'stage') stage(request)
+  else if (request.op === 'query' || request.op === 'exec') run(db, request).catch((err: unknown) => fail(request.id, err))
+  else if (request.op === 'begin') begin(db, request.id).catch((err: unknown) => fail(request.id, err))
+  else if (request.op === 'close') {
+    db.close().then(() => {
+      send({ id: request.id, ok: true })
+      port.close()
+    }, (err: unknown) => fail(request.id, err))
   }
 }
