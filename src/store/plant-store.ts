@@ -210,12 +210,8 @@ async function insert (ctx: WriteContext, groups: Group[], deadline: number): Pr
   const plants = columns(groups.map((g) => (g.members[0] as Create).item))
   const rows = await ctx.db.writeBefore<{ id: unknown }>(deadline, insertBatchSql, plants, insertStatement)
   const created = new Set(rows.map((row) => toId(row.id)))
-  const existing: Group[] = []
   for (const g of groups) {
-    if (!created.has(g.id)) {
-      existing.push(g)
-      continue
-    }
+    if (!created.has(g.id)) continue
     // The others of the batch are compared with the first (both the requests' own strings).
     const first = (g.members[0] as Create).item
     g.members.forEach((p, i) => {
@@ -223,7 +219,7 @@ async function insert (ctx: WriteContext, groups: Group[], deadline: number): Pr
       answer(p, i === 0 ? 'created' : same ? 'replayed' : 'conflict', first, ctx)
     })
   }
-  return existing
+  return groups.filter((g) => !created.has(g.id))
 }
 
 // A type, not an interface, so it is a Row (which has an index signature).
