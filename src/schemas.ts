@@ -2,9 +2,8 @@ import { Type, type Static } from '@sinclair/typebox'
 
 // Each $id names the OpenAPI component; routes point at it with Type.Ref.
 
-// PostgreSQL text cannot hold U+0000, and a lone UTF-16 surrogate has no
-// UTF-8 form: either would store other than what was sent. In the schema, so
-// the document states the rule and the validator names the field.
+// PostgreSQL text cannot hold U+0000, and a lone UTF-16 surrogate has no UTF-8 form: either would store other
+// than what was sent. In the schema, so the document states the rule and the validator names the field.
 export const STORABLE_TEXT = '^[^\\u0000\\uD800-\\uDFFF]*$'
 const storable = { pattern: STORABLE_TEXT }
 

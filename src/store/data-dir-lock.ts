@@ -15,9 +15,8 @@ export class DataDirInUseError extends ConfigError {
   override name = 'DataDirInUseError'
 }
 
-// Two PGlite instances on one directory overwrite each other's pages. The
-// kernel's lock holds across containers sharing the volume and goes with the
-// process however it ends; the pid and host in the file tell an operator who.
+// Two PGlite instances on one directory overwrite each other's pages. The kernel's lock holds across containers
+// sharing the volume and goes with the process however it ends; the pid and host in the file tell an operator who.
 export function lockDataDir (dataDir: string): { release: () => void } {
   const path = join(dataDir, LOCK_FILE)
   const fd = openSync(path, 'a+')
