@@ -96,7 +96,6 @@ function callsTo (worker: Worker) {
   let nextId = 1
   // Set once the thread is closed or crashed: every call fails with it.
   let gone: StoreUnavailableError | undefined
-  // Fails every waiting call and every later one.
   const stop = (err: StoreUnavailableError): void => {
     gone ??= err
     for (const p of pending.values()) p.reject(gone)
