@@ -18,17 +18,13 @@ import resourceMetadata from './routes/resource-metadata.js'
 export interface AppOptions {
   config: Config
   logger?: FastifyServerOptions['logger']
-  // See DbPluginOptions.background: set by the server for PostgreSQL.
-  background?: DbPluginOptions['background']
-  // Tests shorten these to watch slow clients being cut off.
-  timeouts?: Partial<ServerTimeouts>
-  // See DbPluginOptions.writer: tests shrink the write queue.
-  writer?: DbPluginOptions['writer']
+  background?: DbPluginOptions['background'] // set by the server for PostgreSQL
+  timeouts?: Partial<ServerTimeouts> // tests shorten these to watch slow clients being cut off
+  writer?: DbPluginOptions['writer'] // tests shrink the write queue
 }
 
-// The whole service, built the same way for the server and for tests: the
-// plugins, then the routes, in the order a request meets them
-// (docs/architecture.md, "A request's path").
+// The whole service, built the same way for the server and for tests: the plugins, then the routes, in the order
+// a request meets them (docs/architecture.md, "A request's path").
 export async function buildApp ({ config, logger = false, background, timeouts, writer }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     ...edgeOptions(config, timeouts),
@@ -38,8 +34,7 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   await app.register(accessLog)
-  // Spans first, so the request span covers every hook. Telemetry is imported
-  // only when configured: its SDKs hold memory a service without it should not carry.
+  // Spans first, so the request span covers every hook; imported only when configured: the SDKs hold memory.
   if (config.tracing !== undefined) {
     await app.register((await import('./plugins/tracing.js')).default, { tracing: config.tracing })
   }
@@ -58,9 +53,8 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
   })
   await app.register(healthRoutes)
   if (config.auth !== undefined) await app.register(resourceMetadata, { auth: config.auth })
-  // One encapsulated context: auth guards exactly the API routes, overload is
-  // shed only there (probes and docs always answer), and the rate limit
-  // counts authenticated creates.
+  // One encapsulated context: auth guards exactly the API routes, overload is shed only there (probes and docs
+  // always answer), and the rate limit counts authenticated creates.
   await app.register(async (api) => {
     await api.register(authPlugin, { tokens: config.apiTokens, names: config.tokenNames, accessTokens })
     await api.register(loadShedding, { bodyLimit: config.bodyLimit })

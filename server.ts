@@ -5,9 +5,8 @@ import { buildApp } from './app.js'
 import { EXAMPLE_PLANT } from './src/schemas.js'
 import { flushLog, logDestination, loggerOptions } from './src/logger.js'
 
-// The only file that listens, and closes on a signal. In-flight requests get
-// a grace well inside `docker stop`'s 10 s; a client cut off got no answer,
-// so it retries (creates are idempotent) and nothing it was told is lost.
+// The only file that listens, and closes on a signal. In-flight requests get a grace well inside `docker stop`'s
+// 10 s; a client cut off got no answer, so it retries (creates are idempotent) and nothing it was told is lost.
 const SHUTDOWN_GRACE_MS = 5_000
 // Should closing hang even with every connection gone (close-with-grace then exits 1).
 const SHUTDOWN_HARD_LIMIT_MS = 8_000
@@ -76,8 +75,7 @@ try {
   await fail(refusal.message)
 }
 
-// Past graceMs the remaining connections are closed so the server's close,
-// and then the database's, can finish.
+// Past graceMs the remaining connections are closed so the server's close, and then the database's, can finish.
 async function closeWithinGrace (app: FastifyInstance, graceMs: number): Promise<void> {
   const timer = setTimeout(() => {
     app.log.warn({ graceMs }, 'drain bound reached: closing the remaining connections')

@@ -5,8 +5,8 @@ import type { Level } from 'pino'
 import type { AnswerKind } from '../src/store/plant-store.js'
 import { genReqId, TRACE_ID_FIELD, traceIdOf } from '../src/request-ids.js'
 
-// One access line per answer, once sent, with what an operator searches by
-// (docs/operations.md, "Logs") and nothing a caller sent as data.
+// One access line per answer, once sent, with what an operator searches by (docs/operations.md, "Logs") and nothing
+// a caller sent as data.
 
 export const ACCESS_LINE = 'request'
 

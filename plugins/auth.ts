@@ -5,11 +5,9 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { HttpError } from '../src/http-error.js'
 import type { AccessTokens, Verdict } from '../src/jwt-verification.js'
 
-// Bearer auth for the routes of its encapsulation context (docs/api.md,
-// "Callers and tokens"): @fastify/bearer-auth reads the header, and this
-// callback decides the token (a static token's digest, else a JWT) and
-// names the caller. Failures reach the error handler as HttpErrors that
-// carry their WWW-Authenticate (RFC 6750).
+// Bearer auth for the routes of its context (docs/api.md, "Callers and tokens"): @fastify/bearer-auth reads the
+// header, this callback decides the token (a static token's digest, else a JWT) and names the caller. Failures
+// reach the error handler as HttpErrors carrying their WWW-Authenticate (RFC 6750).
 
 export interface AuthOptions {
   tokens: string[]
@@ -22,31 +20,26 @@ const challenge = (params = ''): Record<string, string> => ({ 'www-authenticate'
 
 const digestOf = (token: string): string => hash('sha256', token)
 
-// A static token's caller: its configured name, else the start of its
-// digest (non-secret, and stable across restarts).
+// A static token's caller: its configured name, else the start of its digest (non-secret, stable across restarts).
 export function staticCallerName (token: string, names?: ReadonlyMap<string, string>): string {
   return names?.get(token) ?? `token-${digestOf(token).slice(0, 12)}`
 }
 
-// Finds a presented token by its SHA-256 digest in a map of the configured
-// tokens' digests: one hash and one lookup whatever the number of tokens,
-// and nothing in the timing depends on how many of a valid token's bytes
-// were guessed (the digest of a near miss shares nothing with the token's).
+// A presented token found by its SHA-256 digest: one hash and one lookup whatever the number of tokens, and nothing
+// in the timing depends on how many of a valid token's bytes were guessed (a near miss's digest shares nothing).
 export function staticCallers (tokens: string[], names?: ReadonlyMap<string, string>): (candidate: string) => string | undefined {
   const byDigest = new Map(tokens.map((token) => [digestOf(token), staticCallerName(token, names)]))
   return (candidate) => byDigest.get(digestOf(candidate))
 }
 
-// The distinct static callers (named tokens may share a name, as the old
-// and the new token of a rotation do).
+// The distinct static callers (named tokens may share a name, as the old and the new token of a rotation do).
 export function staticCallerNames (tokens: string[], names?: ReadonlyMap<string, string>): ReadonlySet<string> {
   return new Set(tokens.map((token) => staticCallerName(token, names)))
 }
 
-// The token exactly as sent: the bytes after the scheme and its SP (RFC 9110
-// 11.4, `credentials = auth-scheme [ 1*SP token68 ]`), less SP and HTAB at
-// the end (not part of a field value; app.inject keeps them). bearer-auth's
-// key went through trim(), which would accept a token with U+00A0 added.
+// The token exactly as sent: the bytes after the scheme and its SP (RFC 9110 11.4, `auth-scheme [ 1*SP token68 ]`),
+// less SP and HTAB at the end (not part of a field value; app.inject keeps them). bearer-auth's key went through
+// trim(), which would accept a token with U+00A0 added.
 export function bearerToken (authorization: string): string {
   let start = 7
   while (authorization.charCodeAt(start) === 0x20) start++
@@ -118,8 +111,7 @@ async function authPlugin (fastify: FastifyInstance, opts: AuthOptions): Promise
   fastify.addHook('onRequest', (request, reply, done) => {
     verify(request, reply, (err) => { done(err === undefined ? undefined : refusal(err)) })
   })
-  // Keys fetched ahead of the first JWT; an issuer that is down does not
-  // stop start-up (JWTs answer 503 until keys arrive).
+  // Keys fetched ahead of the first JWT; an issuer that is down does not stop start-up (JWTs answer 503 meanwhile).
   if (accessTokens !== undefined) fastify.addHook('onReady', async () => { accessTokens.keys.refresh().catch(() => {}) })
 }
 

@@ -11,9 +11,8 @@ import { createPlantStore, type PlantStore, type WriterOptions } from '../src/st
 
 export interface DbPluginOptions {
   config: Pick<Config, 'database' | 'dbTimeoutMs'>
-  // PostgreSQL only: listen at once and migrate in the background, retrying
-  // with backoff while the database is unreachable. Called when a migration
-  // fails for a reason waiting will not fix.
+  // PostgreSQL only: listen at once and migrate in the background, retrying with backoff while the database is
+  // unreachable. Called when a migration fails for a reason waiting will not fix.
   background?: { onFatal: (err: unknown) => void }
   writer?: WriterOptions
 }
@@ -65,8 +64,7 @@ async function dbPlugin (fastify: FastifyInstance, opts: DbPluginOptions): Promi
       throw err
     })
   } else {
-    const { onFatal } = opts.background
-    migration.catch((err: unknown) => { if (!closing) onFatal(err) })
+    migration.catch((err: unknown) => { if (!closing) opts.background?.onFatal(err) })
   }
 
   fastify.decorate('db', db)

@@ -7,10 +7,8 @@ import { EXAMPLE_PLANT } from '../src/schemas.js'
 
 const DOCS_PREFIX = '/docs'
 
-// Swagger UI 5 needs no inline script and nothing from other origins, so
-// its pages run under a CSP that allows only this origin and no inline
-// code; "Try it out" calls the API on the same origin (connect-src 'self').
-// test/browser/docs.browser.ts shows the UI works under it.
+// Swagger UI 5 needs no inline script and nothing from other origins, so its pages run under a CSP of this origin
+// only; "Try it out" calls the API on it (connect-src 'self'). test/browser/docs.browser.ts shows the UI works under it.
 const DOCS_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self' data:; " +
   "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
@@ -35,8 +33,7 @@ interface Document {
   security?: unknown[]
 }
 
-// The response headers callers can rely on, documented once under
-// components.headers and referenced by each answer that carries them.
+// The response headers callers can rely on, under components.headers, referenced by each answer that carries them.
 const HEADERS: Record<AnswerHeader | 'X-Request-Id', { description: string, schema: Record<string, unknown> }> = {
   'X-Request-Id': {
     description: 'On every answer: the id of this request in the service log. It is yours when you sent an ' +
@@ -61,14 +58,10 @@ const REQUEST_ID_PARAMETER = {
   schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' }
 }
 
-// What a route's schema cannot say, because @fastify/swagger writes a
-// response's `headers` inline (no $ref to components.headers) and drops
-// `examples` beside a $ref: every response's headers (X-Request-Id always,
-// plus the answer's own), an example body per status (for an error, the
-// Error whose `error` is that status; src/answers.ts), the request body's
-// example, for clients that read only the media type (Swagger UI's "Try it
-// out", generators), and the optional X-Request-Id request header (a route
-// schema for it would validate it, and refuse a request the service serves).
+// What a route's schema cannot say (@fastify/swagger writes a response's `headers` inline, with no $ref, and drops
+// `examples` beside a $ref): each response's headers (X-Request-Id and the answer's own), an example per status (an
+// error's from src/answers.ts), the request body's example for clients that read only the media type (Swagger UI's
+// "Try it out", generators), and the X-Request-Id request header (a route schema would refuse a request served now).
 function describeAnswers<T> (openapiObject: T): T {
   const createPlant = (openapiObject as Document).paths?.['/plants']?.post
   if (createPlant !== undefined) createPlant.parameters = [REQUEST_ID_PARAMETER]
@@ -85,15 +78,12 @@ function describeAnswers<T> (openapiObject: T): T {
   return openapiObject
 }
 
-// Swagger UI plugins, written into the page as source text, so plain browser
-// code. They make Swagger UI load and link /openapi.json, the address callers
-// use, not /docs/json; giving plugins replaces the default list, so its
-// DownloadUrl (which fetches the document) is listed again.
+// Written into the page as source text, so plain browser code: Swagger UI loads and links /openapi.json, the address
+// callers use, not /docs/json. Plugins given replace the default list, so its DownloadUrl is listed again.
 declare const SwaggerUIBundle: { plugins: { DownloadUrl: (system: unknown) => object } }
 const SWAGGER_UI_PLUGINS = [
   function downloadUrl (system: unknown): object { return SwaggerUIBundle.plugins.DownloadUrl(system) },
-  // No named local functions in here: tsx (esbuild) would wrap them in a
-  // __name() helper that the browser does not have.
+  // No named local functions: tsx (esbuild) would wrap them in a __name() helper the browser does not have.
   function openapiJsonLink () {
     const wrapActions = Object.fromEntries(['updateUrl', 'download'].map(function (name) {
       return [name, function (action: (url?: string) => unknown) {
@@ -104,15 +94,10 @@ const SWAGGER_UI_PLUGINS = [
   }
 ]
 
-export interface DocsOptions {
-  // With JWT access tokens: the issuer's client-credentials flow, added to
-  // the served document (the committed openapi.json stays without it).
-  oauth?: { scope: string, tokenUrl: () => string | undefined } | undefined
-}
+// oauth, with JWT access tokens: the issuer's client-credentials flow (the committed openapi.json stays without it).
+export interface DocsOptions { oauth?: { scope: string, tokenUrl: () => string | undefined } | undefined }
 
-// The document as served gains the client-credentials flow once a token
-// URL is known (AUTH_TOKEN_URL, else the issuer's discovery metadata), so
-// Swagger UI's Authorize can fetch a token.
+// Added to the served document once a token URL is known, so Swagger UI's Authorize can fetch a token.
 function withClientCredentials (doc: Document, oauth: DocsOptions['oauth']): Document {
   const tokenUrl = oauth?.tokenUrl()
   if (oauth === undefined || tokenUrl === undefined) return doc
@@ -135,13 +120,11 @@ const DOCUMENT: FastifyDynamicSwaggerOptions['openapi'] = {
   openapi: '3.1.0',
   info: {
     title: 'Plant store API',
-    description: 'Adds plants to a store. Every API operation needs a bearer token: ' +
-      'send `Authorization: Bearer <token>`. Errors answer with an Error body whose ' +
-      '`error` equals the HTTP status.',
+    description: 'Adds plants to a store. Every API operation needs a bearer token: send `Authorization: Bearer <token>`. ' +
+      'Errors answer with an Error body whose `error` equals the HTTP status.',
     version: '1.0.0'
   },
-  // The first server is relative (resolved against the document's own URL),
-  // so the committed openapi.json does not depend on where a service runs;
+  // The first, relative to the document's own URL, keeps openapi.json independent of where a service runs;
   // code in Node has no such URL and takes the second, with HOST and PORT.
   servers: [
     { url: '/', description: 'The service serving this document' },
@@ -160,37 +143,30 @@ const DOCUMENT: FastifyDynamicSwaggerOptions['openapi'] = {
       bearerAuth: {
         type: 'http',
         scheme: 'bearer',
-        description: 'A token is a secret string that lets your service call the plant store. Ask the team ' +
-          'that runs the plant store for one; a token you make up is refused (401). A plant store started ' +
-          'for development without configured tokens prints a generated token at start-up. Paste the token ' +
-          'alone, without "Bearer ".'
+        description: 'A token is a secret string that lets your service call the plant store. Ask the team that runs ' +
+          'the plant store for one; a token you make up is refused (401). A plant store started for development without ' +
+          'configured tokens prints a generated token at start-up. Paste the token alone, without "Bearer ".'
       }
     },
-    // The routes' schemas are added here; naming the key first keeps them
-    // before the headers, where the committed openapi.json has them.
+    // Named first so the routes' schemas stay before the headers, as in the committed openapi.json.
     schemas: {},
     headers: HEADERS
   },
-  // The specification applies bearer auth to the whole API: documented routes are
-  // exactly the authenticated ones; the public ones (docs, health) are hidden.
+  // Bearer auth on the whole API: the documented routes are the authenticated ones; docs and health are hidden.
   security: [{ bearerAuth: [] }]
 }
 
-// Public API documentation: the OpenAPI 3.1.0 document generated from the
-// routes' TypeBox schemas, served at /openapi.json, and Swagger UI at /docs.
+// The OpenAPI 3.1.0 document from the routes' TypeBox schemas at /openapi.json, and Swagger UI at /docs.
 async function docsPlugin (fastify: FastifyInstance, opts: DocsOptions): Promise<void> {
-  // At the root (fastify-plugin), so its onRoute hook sees every route
-  // registered after it, whatever their context.
+  // At the root (fastify-plugin), so its onRoute hook sees every route registered after it, whatever their context.
   await fastify.register(swagger, {
     openapi: DOCUMENT,
     transformObject: (doc) => 'openapiObject' in doc ? describeAnswers(doc.openapiObject) : doc.swaggerObject,
-    // Components take the schemas' $id (Plant, NewPlant, Error), and a
-    // `$ref: 'Plant'` inside NewPlant becomes #/components/schemas/Plant.
+    // Components take the schemas' $id, and a `$ref: 'Plant'` inside NewPlant becomes #/components/schemas/Plant.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => typeof json.$id === 'string' ? json.$id : `def-${i}` }
   })
 
-  // Encapsulated, so the security headers cover the docs pages, Swagger
-  // UI's static files and the document, and nothing else.
+  // Encapsulated: the security headers cover the docs pages, Swagger UI's files and the document, nothing else.
   await fastify.register(async (docs) => {
     docs.addHook('onRequest', async (_request, reply) => {
       reply.headers(DOCS_SECURITY_HEADERS)
@@ -200,17 +176,12 @@ async function docsPlugin (fastify: FastifyInstance, opts: DocsOptions): Promise
     })
     await docs.register(swaggerUi, {
       routePrefix: DOCS_PREFIX,
-      // No badge that sends the document to validator.swagger.io.
-      validatorUrl: false,
       theme: { title: 'Plant store API' },
       uiConfig: {
         plugins: SWAGGER_UI_PLUGINS,
-        // The standalone layout's top bar draws Swagger's logo with an inline
-        // <style>, which the CSP blocks; its only other use, loading another
-        // document by URL, is not wanted here.
+        // The standalone layout's top bar draws its logo with an inline <style>, which the CSP blocks; its
+        // only other use, loading another document by URL, is not wanted here.
         layout: 'BaseLayout',
-        persistAuthorization: false,
-        tryItOutEnabled: false,
         displayOperationId: true
       }
     })

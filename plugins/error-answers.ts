@@ -4,9 +4,8 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { createPlantErrors } from '../src/answers.js'
 import { errorBody, everyAnswerHeaders, HttpError, JSON_CONTENT_TYPE, RETRY_AFTER_SECONDS, retryAfter } from '../src/http-error.js'
 
-// Every error answer Fastify gives leaves from here, whoever raised it. An
-// HttpError's message and headers were written for the client; any other
-// 5xx gets a generic message, its details in the log with the request id.
+// Every error answer Fastify gives leaves from here. An HttpError's message and headers were written for the client;
+// any other 5xx gets a generic message, its details in the log with the request id.
 
 // The 5xx the database causes: at warn, with the answers table's message and Retry-After.
 // A 504 may still commit (src/store/store-errors.ts), so its caller is told to replay.
@@ -38,15 +37,13 @@ export function errorHandler (err: AnyError, request: FastifyRequest, reply: Fas
   reply.code(status).type(JSON_CONTENT_TYPE).send(errorBody(status, message))
 }
 
-// Errors Fastify raises before routing (a URL that does not decode): no hook
-// has run, so the headers every answer carries are set here.
+// Errors Fastify raises before routing (a URL that does not decode): no hook has run, so every answer's headers are set.
 export function frameworkErrorHandler (err: AnyError, request: FastifyRequest, reply: FastifyReply): void {
   reply.headers(everyAnswerHeaders(request.id))
   errorHandler(err, request, reply)
 }
 
-// The edge answers an unrouted request before its body is read
-// (plugins/http-edge.ts); the not-found handler, what a route hands on.
+// The edge answers an unrouted request before its body is read (plugins/http-edge.ts); the not-found handler, the rest.
 export const notFound = (request: FastifyRequest): HttpError =>
   new HttpError(404, `Route ${`${request.method} ${request.url}`.slice(0, 200)} not found`)
 

@@ -13,9 +13,8 @@ declare module 'fastify' {
   }
 }
 
-// Our own Ajv, with its defaults: Fastify's coerces types ("7" into 7, null
-// into ""). Ids past 2^53 arrive as bigint, which Ajv does not know: it
-// checks a copy (forValidation), and the int64 format is the range rule.
+// Our own Ajv, with its defaults: Fastify's coerces types ("7" into 7, null into ""). Ids past 2^53 arrive as bigint,
+// which Ajv does not know: it checks a copy (forValidation), and the int64 format is the range rule.
 const ajv = new Ajv({
   strict: true,
   formats: {
@@ -42,13 +41,7 @@ async function jsonBody (fastify: FastifyInstance): Promise<void> {
   for (const schema of sharedSchemas) fastify.addSchema(schema)
   // Fastify's text/plain parser would otherwise let other media types through.
   fastify.removeAllContentTypeParsers()
-  fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
-    try {
-      done(null, parseJsonBody(body as Buffer))
-    } catch (err) {
-      done(err as Error, undefined)
-    }
-  })
+  fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, async (_request: FastifyRequest, body: Buffer) => parseJsonBody(body))
   fastify.decorate('requireJsonBody', (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
     const refused = mediaTypeError(request.headers['content-type'])
     if (refused !== undefined) return done(refused)

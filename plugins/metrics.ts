@@ -12,8 +12,7 @@ export interface MetricsOptions { port: number, host: string }
 
 const METRICS_PATH = '/metrics'
 
-// A listener of its own (docs/operations.md, "Metrics"); registered before
-// the routes, so every answer is timed, 404s included.
+// A listener of its own (docs/operations.md, "Metrics"); before the routes, so every answer is timed, 404s included.
 async function metricsPlugin (fastify: FastifyInstance, opts: MetricsOptions): Promise<void> {
   let metrics: Metrics | undefined
   let server: Server | undefined

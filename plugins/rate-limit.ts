@@ -4,16 +4,12 @@ import type { FastifyInstance, onRequestAsyncHookHandler } from 'fastify'
 import { HttpError, retryAfter } from '../src/http-error.js'
 
 export interface RateLimitOptions {
-  // RATE_LIMIT_PER_MINUTE: creates one caller may make per minute.
-  perMinute: number
-  // The static tokens' callers (plugins/auth.ts, staticCallerNames).
-  configured: ReadonlySet<string>
-  // AUTH_MAX_CLIENTS: the JWT clients whose windows are kept apart.
-  maxClients: number
+  perMinute: number // RATE_LIMIT_PER_MINUTE: creates one caller may make per minute
+  configured: ReadonlySet<string> // the static tokens' callers (plugins/auth.ts, staticCallerNames)
+  maxClients: number // AUTH_MAX_CLIENTS: the JWT clients whose windows are kept apart
 }
 
-// After auth and the media-type check, so a 401 or 415 counts against nothing;
-// in this process's memory (docs/operations.md, "Rate limit").
+// After auth and the media-type check, so a 401 or 415 counts against nothing; in memory (docs/operations.md, "Rate limit").
 async function rateLimitPlugin (fastify: FastifyInstance, opts: RateLimitOptions): Promise<void> {
   const noHeaders = { 'x-ratelimit-limit': false, 'x-ratelimit-remaining': false, 'x-ratelimit-reset': false, 'retry-after': false }
   await fastify.register(rateLimit, {
@@ -21,8 +17,7 @@ async function rateLimitPlugin (fastify: FastifyInstance, opts: RateLimitOptions
     global: false,
     max: opts.perMinute,
     timeWindow: 60_000,
-    // The caller plugins/auth.ts found, so a client keeps its window across
-    // token refreshes and the limiter's memory never holds a token.
+    // The caller auth found: a client keeps its window across token refreshes, and the limiter holds no token.
     keyGenerator: (request) => request.caller ?? '',
     // Retry-After comes with the error (plugins/error-answers.ts).
     addHeaders: noHeaders,
@@ -32,18 +27,15 @@ async function rateLimitPlugin (fastify: FastifyInstance, opts: RateLimitOptions
       return new HttpError(429, message, retryAfter(Math.max(1, Math.ceil(ttl / 1000))))
     }
   })
-  // Two limiters, each with a store that forgets its least recently seen
-  // caller when full: one sized for the configured callers, which therefore
-  // never lose their windows, and one for JWT clients, which past
-  // AUTH_MAX_CLIENTS evict each other, never a configured caller. A JWT
-  // whose client_id is a configured caller's name shares that caller's window.
+  // Two limiters, each forgetting its least recently seen caller when full: one sized for the configured callers,
+  // which so never lose their windows, one for JWT clients, which past AUTH_MAX_CLIENTS evict each other, never a
+  // configured caller. A JWT whose client_id is a configured caller's name shares that caller's window.
   const configured = fastify.rateLimit({ cache: opts.configured.size })
   const clients = fastify.rateLimit({ cache: opts.maxClients })
   const limit: onRequestAsyncHookHandler = async (request, reply) => {
     await (opts.configured.has(request.caller ?? '') ? configured : clients).call(fastify, request, reply)
   }
-  // On the route, after its own onRequest (the media-type check), as
-  // @fastify/rate-limit places its global hook.
+  // On the route, after its own onRequest (the media-type check), as @fastify/rate-limit places its global hook.
   fastify.addHook('onRoute', (route) => { route.onRequest = [route.onRequest ?? []].flat().concat(limit) })
 }
 

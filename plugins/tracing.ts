@@ -12,8 +12,7 @@ import type { PlantRecord, StoreObserver } from '../src/store/plant-store.js'
 
 export interface TracingOptions { tracing: NonNullable<Config['tracing']> }
 
-// Started inside the app: @fastify/otel patches nothing, so it needs no
-// import hooks. The SDK reads the standard variables (docs/operations.md, "Traces").
+// @fastify/otel patches nothing, so no import hooks; the SDK reads the standard variables (docs/operations.md, "Traces").
 async function tracingPlugin (fastify: FastifyInstance, opts: TracingOptions): Promise<void> {
   const exporter = opts.tracing.protocol === 'http/json' ? new JsonExporter() : new ProtobufExporter()
   const resource = resourceFromAttributes({ 'service.name': 'plant-store' }).merge(detectResources({ detectors: [envDetector] }))

@@ -5,16 +5,14 @@ import { errorBody, RETRY_AFTER_SECONDS, retryAfter } from '../src/http-error.js
 
 const Status = Type.Object({ status: Type.String() })
 
-// Probed every few seconds per replica: at info their access lines would bury
-// the requests that matter.
+// Probed every few seconds per replica: at info their access lines would bury the requests that matter.
 const config = { accessLogLevel: 'debug' } as const
 
 // Public probes for orchestrators; what ready means: docs/operations.md, "Health".
 const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/health/live', { config, schema: { hide: true, response: { 200: Status } } }, async () => ({ status: 'ok' }))
 
-  // Not ready is an expected state (start-up, an outage another line reports),
-  // answered rather than thrown: no error log and stack every few seconds.
+  // Not ready is expected (start-up, an outage another line reports): answered, not thrown, so no error log and stack.
   const schema = { hide: true, response: { 200: Status, 503: Type.Ref(ErrorBody) } }
   fastify.get('/health/ready', { config, schema }, async (request, reply) => {
     if (await fastify.plants.isReady()) return { status: 'ready' }

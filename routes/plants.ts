@@ -4,8 +4,7 @@ import { ErrorBody, NewPlant, Plant } from '../src/schemas.js'
 import { createPlantErrors, createPlantOk, type Answer } from '../src/answers.js'
 import { HttpError } from '../src/http-error.js'
 
-// What the service is configured with: the document lists every status the
-// route can answer, and none it cannot.
+// What the service is configured with: the document lists every status the route can answer, and none it cannot.
 export interface PlantsRoutesOptions { configured: ReadonlyArray<NonNullable<Answer['onlyWith']>> }
 
 const createPlantSchema = ({ configured }: PlantsRoutesOptions) => ({
@@ -24,8 +23,7 @@ const createPlantSchema = ({ configured }: PlantsRoutesOptions) => ({
   }
 })
 
-// What runs before it: docs/architecture.md, "A request's path". The media
-// type in the route's onRequest runs after auth's and before the body is read.
+// What runs before it: docs/architecture.md, "A request's path". The media type check runs after auth, before the body.
 const plantsRoutes: FastifyPluginAsyncTypebox<PlantsRoutesOptions> = async (fastify, opts) => {
   fastify.post('/plants', { schema: createPlantSchema(opts), onRequest: fastify.requireJsonBody }, async function createPlant (request) {
     const { id, name, tag } = request.body
@@ -33,9 +31,8 @@ const plantsRoutes: FastifyPluginAsyncTypebox<PlantsRoutesOptions> = async (fast
     // The access line never holds the plant's id or data, only this.
     request.createOutcome = outcome.kind
     if (outcome.kind === 'conflict') throw new HttpError(409, `A different plant is already stored with id ${id}`)
-    // Exactly name and tag as stored, never the id.
-    const plant = outcome.plant
-    return plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag }
+    // The response schema (Plant) writes exactly name and tag as stored, never the id.
+    return outcome.plant
   })
 }
 

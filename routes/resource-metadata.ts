@@ -1,9 +1,8 @@
 import type { FastifyInstance } from 'fastify'
 import type { JwtAuthConfig } from '../src/config.js'
 
-// OAuth 2.0 protected resource metadata (RFC 9728), public: which issuer's
-// tokens the API takes, for which audience and scope, sent how. Registered
-// only when JWT access tokens are accepted.
+// OAuth 2.0 protected resource metadata (RFC 9728), public: which issuer's tokens the API takes, for which audience
+// and scope, sent how. Registered only when JWT access tokens are accepted.
 export default async function resourceMetadata (fastify: FastifyInstance, opts: { auth: JwtAuthConfig }): Promise<void> {
   const metadata = {
     resource: opts.auth.audience,

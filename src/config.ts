@@ -40,8 +40,7 @@ export const Env = Type.Object({
   AUTH_REQUIRED_SCOPE: Type.String({ pattern: '^[\\x21\\x23-\\x5b\\x5d-\\x7e]+$', default: 'plants:write' }),
   AUTH_CLOCK_SKEW_S: Type.Integer({ minimum: 0, maximum: 600, default: 30 }),
   AUTH_MAX_CLIENTS: Type.Integer({ minimum: 1, maximum: 1000000, default: 1000 }),
-  // OpenTelemetry's, read by the exporter itself: checked so that a typo
-  // stops start-up instead of silently exporting nothing.
+  // OpenTelemetry's, read by the exporter: checked so that a typo stops start-up, not silently exports nothing.
   OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
   OTEL_EXPORTER_OTLP_PROTOCOL: Type.Optional(OneOf(OTLP_PROTOCOLS)),
@@ -160,8 +159,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): { config: Con
   return { config, generatedToken }
 }
 
-// As OpenTelemetry's SDKs decide: an endpoint turns spans on, OTEL_SDK_DISABLED
-// or OTEL_TRACES_EXPORTER=none off; the encoding defaults to OTLP's.
+// As OpenTelemetry's SDKs decide: an endpoint turns spans on, OTEL_SDK_DISABLED or OTEL_TRACES_EXPORTER=none off.
 function tracingConfig (e: Env): Config['tracing'] {
   if (e.OTEL_EXPORTER_OTLP_ENDPOINT === undefined && e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT === undefined) return undefined
   if (e.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return undefined
@@ -233,8 +231,7 @@ function readSecretFile (variable: string, path: string): string {
   }
 }
 
-// A bearer token (RFC 6750 b64token) never starts with '#', so such lines
-// can explain the file, nor holds a space, so a line may be `NAME TOKEN`.
+// A bearer token (RFC 6750 b64token) never starts with '#' nor holds a space: `# comment` and `NAME TOKEN` lines.
 function readTokenFile (path: string | undefined): Array<{ name?: string, token: string }> {
   if (path === undefined) return []
   const lines = readSecretFile('API_TOKENS_FILE', path).split(/\r?\n/).map((t) => t.trim()).filter((t) => t !== '' && !t.startsWith('#'))
@@ -247,8 +244,7 @@ function readTokenFile (path: string | undefined): Array<{ name?: string, token:
   })
 }
 
-// A Docker secret read as the postgres image reads POSTGRES_PASSWORD_FILE,
-// so one file serves both containers.
+// Read as the postgres image reads POSTGRES_PASSWORD_FILE, so one Docker secret serves both containers.
 function withPasswordFile (databaseUrl: string, path: string): string {
   const password = readSecretFile('DATABASE_PASSWORD_FILE', path).replace(/(\r?\n)+$/, '')
   if (password.length === 0) throw new ConfigError(`DATABASE_PASSWORD_FILE: ${path} holds no password`)

@@ -1,21 +1,16 @@
 import { HttpError } from './http-error.js'
 
-// JSON.parse, made strict where it is lenient and exact where it rounds
-// (docs/architecture.md, "A request's path", step 7).
-//   - One scan of the text first bounds the nesting before anything recurses,
-//     counts members (':' outside strings) and notices a number that needs its
-//     text: only then is a reviver used, which costs a plain parse three times.
+// JSON.parse, made strict where it is lenient and exact where it rounds (docs/architecture.md, "A request's path", step 7).
+//   - One scan of the text first bounds the nesting before anything recurses, counts members (':' outside strings)
+//     and notices a number that needs its text: only then is a reviver used, which costs a plain parse three times.
 //   - A key twice: the value holds fewer keys than the text has members.
-//   - V8 in Node 24 (and 26 before 26.12) can misread a key with an escape: a
-//     body with such keys is read again with plain placeholders for them, each
-//     key decoded alone (which V8 reads right).
+//   - V8 in Node 24 (and 26 before 26.12) can misread a key with an escape: such a body is read again with plain
+//     placeholders for those keys, each key decoded alone (which V8 reads right).
 // "__proto__" stays plain data: JSON.parse makes it an own property.
 
 export class JsonBodyError extends HttpError {
-  constructor (message: string) {
-    super(400, message)
-    this.name = 'JsonBodyError'
-  }
+  override name = 'JsonBodyError'
+  constructor (message: string) { super(400, message) }
 }
 
 export const MAX_DEPTH = 1000 // far beyond any real request: the service takes flat objects
@@ -201,15 +196,13 @@ export const INT64_MAX = 9223372036854775807n
 const INT64_MIN_MAGNITUDE = 9223372036854775808n
 const SAFE_MAX = BigInt(Number.MAX_SAFE_INTEGER)
 
-// A whole number past int64 (2^63, 1e400): still an integer to the validator,
-// so that its int64 format refuses it, which tells the client why.
+// A whole number past int64 (2^63, 1e400): still an integer to the validator, whose int64 format refuses it, saying why.
 export const BEYOND_INT64 = Number.MAX_VALUE
 
 const NUMBER = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/
 
-// A whole number is a number while safe, an exact bigint within int64, else
-// +-BEYOND_INT64; a fraction is its double, or NaN (refused as "must be
-// integer") when the double rounded to a whole number.
+// A whole number is a number while safe, an exact bigint within int64, else +-BEYOND_INT64; a fraction is its
+// double, or NaN (refused as "must be integer") when the double rounded to a whole number.
 function exactNumber (value: number, text: string): number | bigint {
   // A finite double that is not whole is final, a safe integer written plainly exact.
   if (Number.isSafeInteger(value) ? !/[.eE]/.test(text) : Number.isFinite(value) && !Number.isInteger(value)) return value + 0

@@ -5,23 +5,17 @@ import {
 } from 'jose'
 import { isSecureUrl, type JwtAuthConfig } from './config.js'
 
-// JWT access tokens (RFC 9068, checked as RFC 8725 advises) verified with
-// jose against the issuer's key set, which is kept here: jose's remote set
-// throws once its cache is too old and a refresh fails, and the contract
-// asks for the last good set to keep working.
+// JWT access tokens (RFC 9068, checked as RFC 8725 advises) verified with jose against the issuer's key set,
+// kept here: jose's remote set throws once its cache is too old and a refresh fails; the last good set must work.
 
-// Asymmetric only: `none` and HMAC (whose "key" would be the issuer's
-// public key, known to everyone) are never accepted.
+// Asymmetric only: `none` and HMAC (whose "key" would be the issuer's public key, known to everyone) never.
 const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519']
-// Far above any access token an issuer makes; a bigger one is refused
-// before anything is decoded or fetched.
+// Far above any access token an issuer makes; a bigger one is refused before anything is decoded or fetched.
 const MAX_TOKEN_LENGTH = 8192
 const COOLDOWN_MS = 30_000
 const FETCH_TIMEOUT_MS = 5_000
-// An issuer's key set is a few KiB with a handful of keys. Past these bounds a
-// fetch fails, and the body is dropped as it streams in at the first byte
-// past the size: a broken or hostile issuer can neither hold the memory nor
-// stall the loop parsing it, nor make an unknown kid a long scan.
+// An issuer's key set is a few KiB with a handful of keys. Past these bounds a fetch fails, the body dropped as it
+// streams in: a broken or hostile issuer can neither hold the memory, stall the loop parsing, nor make a kid a long scan.
 const MAX_DOCUMENT_BYTES = 256 * 1024
 const MAX_KEYS = 100
 // A set older than this is refreshed in the background, still used meanwhile.
@@ -38,15 +32,11 @@ export type Verdict =
 // No usable key, because the issuer did not answer.
 class IssuerUnavailable extends Error {}
 
-// What the issuer's discovery metadata says: where its keys are, and its
-// token endpoint (for the served document). URLs that are not https
-// (loopback excepted) are not taken.
+// From the issuer's discovery metadata, https URLs only (loopback excepted); the token endpoint is for the document.
 interface Discovery { jwksUri: string | undefined, tokenEndpoint: string | undefined }
 
-// The issuer's key set: fetched when first needed, refetched for an unknown
-// kid at most once per cooldown (one fetch in flight), each fetch (discovery
-// and keys) bounded by the timeout and the size; a failed fetch keeps the
-// last good set.
+// Fetched when first needed, refetched for an unknown kid at most once per cooldown (one fetch in flight), each
+// fetch (discovery and keys) bounded by the timeout and the size; a failed fetch keeps the last good set.
 export class IssuerKeys {
   readonly #config: JwtAuthConfig
   readonly #cooldownMs: number
@@ -63,9 +53,8 @@ export class IssuerKeys {
     this.#cooldownMs = config.jwksCooldownMs ?? COOLDOWN_MS
   }
 
-  // The token URL the served document offers: AUTH_TOKEN_URL, else
-  // discovery's. Not known yet (the issuer was down at start-up), a fetch is
-  // started (at most one a cooldown), so a later load of the document has it.
+  // AUTH_TOKEN_URL, else discovery's. Not known yet (the issuer was down at start-up), a fetch is started
+  // (at most one a cooldown), so a later load of the document has it.
   tokenUrl (): string | undefined {
     const url = this.#config.tokenUrl ?? this.#discovery?.tokenEndpoint
     if (url === undefined && this.#discovery === undefined) this.refresh().catch(() => {})
@@ -146,9 +135,8 @@ async function fetchJson (url: string, signal: AbortSignal): Promise<Record<stri
   return body as Record<string, unknown>
 }
 
-// The body, read as it streams and given up at the first chunk past
-// MAX_DOCUMENT_BYTES (leaving the loop cancels the stream): Content-Length,
-// when sent, refuses a bigger one before any byte is read.
+// Given up at the first chunk past MAX_DOCUMENT_BYTES (leaving the loop cancels the stream); a Content-Length
+// past it refuses the body before any byte is read.
 async function boundedText (res: Response, url: string): Promise<string> {
   const tooBig = new Error(`${url} answered more than ${MAX_DOCUMENT_BYTES / 1024} KiB`)
   if (Number(res.headers.get('content-length')) > MAX_DOCUMENT_BYTES) {
@@ -165,9 +153,8 @@ async function boundedText (res: Response, url: string): Promise<string> {
   return new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks))
 }
 
-// A token that several keys of the set fit (it names no kid, which RFC 7517
-// does not require): jose refuses to choose, and hands the candidates over
-// on its error, to be tried in turn as its documentation shows.
+// A token that several keys fit (it names no kid, which RFC 7517 does not require): jose refuses to choose and
+// hands the candidates over on its error, to be tried in turn as its documentation shows.
 async function withEachKey (err: unknown, token: string, options: JWTVerifyOptions): Promise<JWTVerifyResult> {
   if (!(err instanceof errors.JWKSMultipleMatchingKeys)) throw err
   for await (const key of err) {
@@ -208,8 +195,7 @@ export class AccessTokens {
     return this.#verifySigned(token, digest)
   }
 
-  // What can be told without a key: a token that fails here never makes the
-  // service fetch the issuer's keys.
+  // What can be told without a key: a token that fails here never makes the service fetch the issuer's keys.
   #precheck (token: string): string | undefined {
     if (token.length > MAX_TOKEN_LENGTH) return `longer than ${MAX_TOKEN_LENGTH} characters`
     try {
@@ -241,8 +227,7 @@ export class AccessTokens {
     return verdict
   }
 
-  // The claims jose leaves to the caller: iat not in the future, sub and
-  // client_id as strings, the scope a create needs.
+  // The claims jose leaves to the caller: iat not in the future, sub and client_id strings, the scope.
   #judge (payload: JWTPayload): Verdict {
     const { clockSkewS, requiredScope } = this.#config
     if ((payload.iat as number) > Date.now() / 1000 + clockSkewS) return { kind: 'refused', expired: false, reason: 'iat is in the future' }

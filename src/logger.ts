@@ -3,24 +3,16 @@ import type { Config } from './config.js'
 
 export type LogDestination = ReturnType<typeof pino.destination>
 
-// In batches: a write(2) per line cost more than the line (bench/RESULTS.md).
-// The timer shows a quiet service's lines at once.
+// On stdout in batches: a write(2) per line cost more than the line (bench/RESULTS.md).
+// The periodic flush shows a quiet service's lines at once.
 const MIN_BATCH = 4096
 const FLUSH_EVERY_MS = 100
 
 export function logDestination (): LogDestination {
-  const destination = pino.destination({ dest: 1, sync: false, minLength: MIN_BATCH })
-  const timer = setInterval(() => {
-    try {
-      destination.flush()
-    } catch {} // closed: nothing left to write
-  }, FLUSH_EVERY_MS).unref()
-  destination.once('close', () => clearInterval(timer))
-  return destination
+  return pino.destination({ sync: false, minLength: MIN_BATCH, periodicFlush: FLUSH_EVERY_MS })
 }
 
-// Once every line is written, or after boundMs (a reader of stdout that
-// stopped), so the way out of the process is not held up.
+// Once every line is written, or after boundMs (a reader of stdout that stopped): the way out is not held up.
 export async function flushLog (destination: Pick<LogDestination, 'flush'>, boundMs = 2_000): Promise<void> {
   await new Promise<void>((resolve) => {
     const timer = setTimeout(resolve, boundMs)
@@ -29,8 +21,8 @@ export async function flushLog (destination: Pick<LogDestination, 'flush'>, boun
   })
 }
 
-// docs/operations.md, "Logs". Fastify logs no headers; should a serializer
-// ever, redaction removes the token. Fastify gives pino `stream`.
+// docs/operations.md, "Logs". Fastify logs no headers; should a serializer ever, redaction removes the token.
+// Fastify gives pino `stream`.
 type ServiceLoggerOptions = LoggerOptions & { stream?: LogDestination }
 
 export function loggerOptions (config: Pick<Config, 'logLevel' | 'production'>, destination?: LogDestination): ServiceLoggerOptions {
@@ -61,8 +53,7 @@ function hasPinoPretty (): boolean {
   }
 }
 
-// A database error (itself or as a `cause`) keeps its SQLSTATE and what it
-// names, never the plant data it can quote (SECURITY.md, "What is logged").
+// A database error (itself or as a `cause`) keeps its SQLSTATE and what it names, never plant data it can quote (SECURITY.md).
 const DATABASE_ERROR_FIELDS = ['code', 'severity', 'constraint', 'table', 'column', 'schema', 'dataType', 'routine'] as const
 
 // SQLSTATE classes whose message can quote a value: 22 data exception, P0 raised by PL/pgSQL.

@@ -1,6 +1,5 @@
-// The container's health probe (slim images have no curl): `live` for the
-// image's HEALTHCHECK, `ready` for compose's, as the Dockerfile explains.
-// Exit 0 on 200, 1 otherwise, within a bound of its own.
+// The container's health probe (slim images have no curl): `live` for the image's HEALTHCHECK, `ready` for
+// compose's, as the Dockerfile explains. Exit 0 on 200, 1 otherwise, within a bound of its own.
 const probe = process.argv[2] ?? 'ready'
 if (probe !== 'live' && probe !== 'ready') {
   process.stderr.write(`healthcheck: expected "live" or "ready", got "${probe}"\n`)

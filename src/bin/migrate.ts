@@ -4,8 +4,7 @@ import { openPglite } from '../store/pglite.js'
 import { openPostgres } from '../store/postgres.js'
 import { migrate } from '../store/migrations.js'
 
-// `npm run migrate`: applies migrations/ to the configured database and
-// exits non-zero when anything fails.
+// `npm run migrate`: applies migrations/ to the configured database and exits non-zero when anything fails.
 const log = pino({ level: 'info' })
 try {
   const env = readEnv()

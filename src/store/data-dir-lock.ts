@@ -15,21 +15,18 @@ export class DataDirInUseError extends ConfigError {
   override name = 'DataDirInUseError'
 }
 
-// Two PGlite instances on one directory overwrite each other's pages. The
-// kernel's lock holds across containers sharing the volume and goes with the
-// process however it ends; the pid and host in the file tell an operator who.
+// Two PGlite instances on one directory overwrite each other's pages. The kernel's lock holds across containers
+// sharing the volume and goes with the process however it ends; the pid and host in the file tell an operator who.
 export function lockDataDir (dataDir: string): { release: () => void } {
   const path = join(dataDir, LOCK_FILE)
   const fd = openSync(path, 'a+')
-  let granted: boolean
+  let granted = false
   try {
     granted = native.tryLock(fd)
-  } catch (err) {
-    closeSync(fd)
-    throw err
+  } finally {
+    if (!granted) closeSync(fd)
   }
   if (!granted) {
-    closeSync(fd)
     const holder = readFileSync(path, 'utf8').trim()
     throw new DataDirInUseError(
       `PGLITE_DATA_DIR: ${dataDir} is in use by another plant-store process` +

@@ -1,11 +1,8 @@
 // What both backends offer, so PostgreSQL (pg) and PGlite run the same SQL.
 export type Row = Record<string, unknown>
 
-export interface QueryOptions {
-  // PostgreSQL: planned once per connection under this name, so a name must
-  // always go with the same text. PGlite ignores it.
-  name?: string
-}
+// name: PostgreSQL plans the statement once per connection under it, always with the same text. PGlite ignores it.
+export interface QueryOptions { name?: string }
 
 export interface Sql {
   query<R extends Row = Row>(text: string, params?: unknown[], options?: QueryOptions): Promise<R[]>
@@ -15,16 +12,13 @@ export interface Sql {
 export interface Db extends Sql {
   readonly kind: 'postgres' | 'pglite'
   readonly writers: number // batches the plant store keeps in flight at once
-  // A statement that writes, not committed past `deadline` (performance.now()).
-  // Never raced against a timer: its caller must be told what the database did.
+  // Not committed past `deadline` (performance.now()); never raced against a timer: its caller is told what happened.
   writeBefore<R extends Row = Row>(deadline: number, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]>
   transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T>
-  // The readiness probe's statement; PostgreSQL runs it on a connection of its own.
-  probe?(text: string): Promise<void>
+  probe?(text: string): Promise<void> // the readiness probe's statement; PostgreSQL's on a connection of its own
   close(): Promise<void>
   poolStats?(): PoolStats // PostgreSQL's pool, for the metrics
-  // PGlite on disk: bytes free for the data directory (PostgreSQL's disk is its operator's).
-  freeBytes?(): Promise<number>
+  freeBytes?(): Promise<number> // PGlite on disk: free for the data directory (PostgreSQL's disk is its operator's)
 }
 
 // The embedded thread's connection, before pglite.ts adds the write rules.
@@ -32,8 +26,7 @@ export type Connection = Omit<Db, 'writers' | 'writeBefore' | 'freeBytes' | 'pro
 
 export interface PoolStats { total: number, idle: number, waiting: number }
 
-// fn between BEGIN (sent by the caller) and COMMIT; ROLLBACK, its own
-// failure ignored, when fn throws.
+// fn between BEGIN (sent by the caller) and COMMIT; ROLLBACK, its own failure ignored, when fn throws.
 export async function commitOrRollBack<T> (tx: Sql, end: (commit: boolean) => Promise<unknown>, fn: (tx: Sql) => Promise<T>): Promise<T> {
   const result = await fn(tx).catch(async (err: unknown) => {
     await end(false).catch(() => {})

@@ -1,15 +1,10 @@
-// The messages between the HTTP thread and the thread that owns PGlite
-// (pglite-thread.ts). Values cross by structured clone, which keeps bigint
-// (int8) and Date exact.
+// The messages between the HTTP thread and the thread that owns PGlite (pglite-thread.ts). Values cross by
+// structured clone, which keeps bigint (int8) and Date exact.
 
-export interface PgliteThreadData {
-  dataDir: string
-  // Added to PGlite's own start parameters.
-  extraStartParams: string[]
-}
+// extraStartParams: added to PGlite's own.
+export interface PgliteThreadData { dataDir: string, extraStartParams: string[] }
 
-// `tx` names an open transaction session; without it the statement runs on
-// its own (PGlite queues it behind any open transaction).
+// `tx` names an open transaction session; without, the statement runs alone (PGlite queues it behind any open one).
 export type Request =
   | { id: number, op: 'query', text: string, params?: unknown[], tx?: number }
   // Part of one array parameter of the query with the same id, sent before it.
@@ -21,8 +16,7 @@ export type Request =
   | { id: number, op: 'end', tx: number, commit: boolean }
   | { id: number, op: 'close' }
 
-// An error as plain data: its class does not cross threads, but its name,
-// message and own fields (SQLSTATE code, constraint…) do.
+// An error as plain data: its class does not cross threads, its name, message and fields (SQLSTATE code…) do.
 export type ErrorData = Record<string, unknown> & { name: string, message: string }
 
 export type Reply =
@@ -37,8 +31,7 @@ export function errorToData (err: unknown): ErrorData {
   const data: ErrorData = { name: err.name, message: err.message }
   if (err.stack !== undefined) data.stack = err.stack
   for (const [key, value] of Object.entries(err)) {
-    // The statement's parameters (plant names and tags, up to the body limit
-    // each) would be copied for nothing and must never reach a log.
+    // The statement's parameters (plant data, up to the body limit) would be copied for nothing and must never be logged.
     if (key !== 'params' && isCloneable(value)) data[key] = value
   }
   return data

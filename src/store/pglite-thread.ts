@@ -3,20 +3,17 @@ import { setFlagsFromString } from 'node:v8'
 import type { PGlite as PGliteType, Transaction } from '@electric-sql/pglite'
 import { errorToData, type PgliteThreadData, type Reply, type Request, type Started } from './pglite-protocol.js'
 
-// The thread that owns the embedded database (pglite-worker.ts starts it):
-// a large statement keeps this thread busy, not the HTTP loop.
+// The thread that owns the embedded database (pglite-worker.ts starts it): a large statement keeps it busy, not HTTP.
 
-// TurboFan's tier-up of PGlite's WebAssembly held more resident memory for
-// no throughput (bench/RESULTS.md): stay on Liftoff. V8 reads the flag when
-// it compiles a module, so it is set before PGlite is loaded.
+// TurboFan's tier-up of PGlite's WebAssembly held more resident memory for no throughput (bench/RESULTS.md):
+// stay on Liftoff. V8 reads the flag when it compiles a module, so it is set before PGlite is loaded.
 setFlagsFromString('--liftoff-only')
 const { PGlite } = await import('@electric-sql/pglite')
 
 const port = parentPort as NonNullable<typeof parentPort>
 const { dataDir, extraStartParams } = workerData as PgliteThreadData
 
-// A transaction session: the statements the HTTP thread sends for it, in
-// order, until it ends. PGlite holds every other statement back meanwhile.
+// A transaction session: the statements sent for it, in order, until it ends. PGlite holds every other back meanwhile.
 interface Inbox { waiting: Request[], wake?: () => void }
 const sessions = new Map<number, Inbox>()
 
@@ -71,8 +68,7 @@ async function next (inbox: Inbox): Promise<Request> {
 
 class Rollback extends Error {}
 
-// BEGIN runs when PGlite gets to it; the session then serves the HTTP
-// thread's statements until it asks to commit or roll back.
+// BEGIN runs when PGlite gets to it; the session then serves the statements sent until a commit or a rollback.
 async function begin (db: PGliteType, id: number): Promise<void> {
   const inbox: Inbox = { waiting: [] }
   sessions.set(id, inbox)
@@ -92,8 +88,7 @@ async function begin (db: PGliteType, id: number): Promise<void> {
     })
     send({ id: end as number, ok: true })
   } catch (err) {
-    // Before the session began, the error is BEGIN's; after, COMMIT's or
-    // ROLLBACK's, answered to the request that ended the session.
+    // Before the session began, the error is BEGIN's; after, COMMIT's or ROLLBACK's, for the request that ended it.
     if (end === undefined) fail(id, err)
     else if (err instanceof Rollback) send({ id: end, ok: true })
     else fail(end, err)
@@ -106,30 +101,18 @@ function serve (db: PGliteType, request: Request): void {
   const tx = 'tx' in request ? request.tx : undefined
   if (tx !== undefined) {
     const inbox = sessions.get(tx)
-    if (inbox === undefined) {
-      fail(request.id, new Error('Transaction is closed'))
-      return
-    }
+    if (inbox === undefined) return fail(request.id, new Error('Transaction is closed'))
     inbox.waiting.push(request)
     inbox.wake?.()
     return
   }
-  switch (request.op) {
-    case 'stage':
-      stage(request)
-      break
-    case 'query':
-    case 'exec':
-      run(db, request).catch((err: unknown) => fail(request.id, err))
-      break
-    case 'begin':
-      begin(db, request.id).catch((err: unknown) => fail(request.id, err))
-      break
-    case 'close':
-      db.close().then(() => {
-        send({ id: request.id, ok: true })
-        port.close()
-      }, (err: unknown) => fail(request.id, err))
-      break
+  if (request.op === 'stage') stage(request)
+  else if (request.op === 'query' || request.op === 'exec') run(db, request).catch((err: unknown) => fail(request.id, err))
+  else if (request.op === 'begin') begin(db, request.id).catch((err: unknown) => fail(request.id, err))
+  else if (request.op === 'close') {
+    db.close().then(() => {
+      send({ id: request.id, ok: true })
+      port.close()
+    }, (err: unknown) => fail(request.id, err))
   }
 }

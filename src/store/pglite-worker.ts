@@ -7,8 +7,7 @@ import { commitOrRollBack, type Connection, type Row, type Sql } from './db.js'
 import { asStoreError, StoreUnavailableError } from './store-errors.js'
 import { errorFromData, type PgliteThreadData, type Reply, type Request, type Started } from './pglite-protocol.js'
 
-// The thread's file beside this one: .js once compiled to dist/, .ts under
-// tsx, whose hooks the worker shares (Node 22.2 and later).
+// The thread's file beside this one: .js compiled to dist/, .ts under tsx, whose hooks the worker shares (Node 22.2+).
 const threadFile = new URL(`./pglite-thread${extname(fileURLToPath(import.meta.url))}`, import.meta.url)
 
 export function startPgliteThread (data: PgliteThreadData): Worker {
@@ -18,9 +17,8 @@ export function startPgliteThread (data: PgliteThreadData): Worker {
 type Call = Request extends infer R ? R extends Request ? Omit<R, 'id'> : never : never
 type Stage = Omit<Extract<Request, { op: 'stage' }>, 'id'>
 
-// Structured clone copies a message on the sending thread in one go, in
-// time that grows with its size: array parameters larger than this go
-// ahead in parts of about this size, so the HTTP loop runs between them.
+// Structured clone copies a message on the sending thread in one go, in time that grows with its size: array
+// parameters larger than this go ahead in parts of about this size, so the HTTP loop runs between them.
 export const STAGE_CHARS = 4 * 1024 * 1024
 
 function stageParams (params: unknown[]): { inline: unknown[], parts: Stage[] } {
@@ -49,9 +47,8 @@ function charsOf (value: unknown): number {
   return 8
 }
 
-// The store's Db over a thread running pglite-thread.ts, once PGlite is open
-// there. Errors come back through asStoreError; a thread that dies fails what
-// it was doing and everything after with StoreUnavailableError, never a hang.
+// The store's Db over a thread running pglite-thread.ts, once PGlite is open there. Errors come through asStoreError;
+// a thread that dies fails what it was doing and everything after with StoreUnavailableError, never a hang.
 export async function pgliteOverThread (worker: Worker): Promise<Connection> {
   await started(worker)
   const thread = callsTo(worker)
@@ -68,8 +65,7 @@ export async function pgliteOverThread (worker: Worker): Promise<Connection> {
       closing ??= (async () => {
         if (!thread.gone()) await thread.call({ op: 'close' }).catch(() => {})
         thread.stop(new StoreUnavailableError('The embedded database is closed'))
-        // An idle thread is unref'd: referenced again, its exit keeps the
-        // event loop alive until terminate() resolves.
+        // An idle thread is unref'd: referenced, its exit keeps the event loop alive until terminate() resolves.
         worker.ref()
         await worker.terminate()
       })()
@@ -80,8 +76,7 @@ export async function pgliteOverThread (worker: Worker): Promise<Connection> {
 
 type CallThread = (request: Call, parts?: Stage[]) => Promise<unknown>
 
-// Statements as calls to the thread, inside the transaction tx if given;
-// large array parameters go ahead in parts (stageParams).
+// Statements as calls to the thread, in the transaction tx if given; large arrays go ahead in parts (stageParams).
 function sqlOver (call: CallThread, tx?: number): Sql {
   const session = tx === undefined ? {} : { tx }
   return {
@@ -94,15 +89,13 @@ function sqlOver (call: CallThread, tx?: number): Sql {
   }
 }
 
-// Requests to the thread and their replies, matched by id. Idle, the thread
-// does not keep the process alive, as PGlite on this thread did not; while
-// a call waits, it does.
+// Requests to the thread and their replies, matched by id. Idle, the thread does not keep the process alive,
+// as PGlite on this thread did not; while a call waits, it does.
 function callsTo (worker: Worker) {
   const pending = new Map<number, { resolve: (value: unknown) => void, reject: (err: unknown) => void }>()
   let nextId = 1
   // Set once the thread is closed or crashed: every call fails with it.
   let gone: StoreUnavailableError | undefined
-  // Fails every waiting call and every later one.
   const stop = (err: StoreUnavailableError): void => {
     gone ??= err
     for (const p of pending.values()) p.reject(gone)

@@ -7,16 +7,13 @@ import { makeWritableDirectory } from '../directory.js'
 import { lockDataDir } from './data-dir-lock.js'
 import { pgliteOverThread, startPgliteThread } from './pglite-worker.js'
 
-// Shared buffers are touched at start-up inside the WebAssembly memory, so
-// all of them are resident at once; a page not in them is still in the OS
-// page cache, and a small size ran the benchmark as fast (bench/RESULTS.md).
+// Shared buffers are touched at start-up inside the WebAssembly memory, so all are resident at once; a page not
+// in them is still in the OS page cache, and a small size ran the benchmark as fast (bench/RESULTS.md).
 export const PGLITE_SHARED_BUFFERS = '8MB'
-// PGlite runs one backend, but shared memory (lock table, process slots)
-// is sized for max_connections.
+// PGlite runs one backend, but shared memory (lock table, process slots) is sized for max_connections.
 export const PGLITE_MAX_CONNECTIONS = 8
 
-// The embedded database, on a thread of its own (pglite-worker.ts), its data
-// directory locked first: one process at a time.
+// The embedded database, on a thread of its own (pglite-worker.ts), its directory locked first: one process at a time.
 export async function openPglite (dataDir: string): Promise<Db> {
   const inMemory = dataDir.startsWith('memory://')
   if (!inMemory) makeWritableDirectory(dataDir)
@@ -25,8 +22,7 @@ export async function openPglite (dataDir: string): Promise<Db> {
   const thread = { dataDir, extraStartParams }
   let db: Connection
   try {
-    // A new directory is initialised (initdb) by a thread that then ends:
-    // one that stayed on would keep initdb's peak resident until a restart.
+    // A new directory is initialised (initdb) by a thread that then ends: one that stayed would keep initdb's peak resident.
     if (!inMemory && !existsSync(join(dataDir, 'PG_VERSION'))) {
       await (await pgliteOverThread(startPgliteThread(thread))).close()
     }

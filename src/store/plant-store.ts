@@ -3,9 +3,8 @@ import type { Db } from './db.js'
 import { asStoreError, isTransient, isUnavailable, OutcomeUnknownError, StoreUnavailableError, withDeadline } from './store-errors.js'
 import { createWriteQueue, type Pending, type WriteQueueOptions } from './write-queue.js'
 
-// A create is answered once the database has its row; creates that arrive
-// while a write is in flight share the next statement (docs/architecture.md,
-// "The write queue").
+// A create is answered once the database has its row; creates that arrive while a write is in flight share
+// the next statement (docs/architecture.md, "The write queue").
 
 export interface PlantRecord { id: bigint, name: string, tag?: string }
 
@@ -92,9 +91,8 @@ function watchedWriter (context: WriteContext, tell: (call: (o: StoreObserver) =
 // Orchestrators give a probe 1 s by default, however long DB_TIMEOUT_MS.
 const READY_TIMEOUT_MS = 800
 
-// A write can commit now (docs/operations.md, "Health"): a read-only session
-// raises 25006, so its connection is dropped; the WAL message's commit waits
-// for a synchronous standby as a create's does.
+// A write can commit now (docs/operations.md, "Health"): a read-only session raises 25006, so its connection
+// is dropped; the WAL message's commit waits for a synchronous standby as a create's does.
 const probeSql =
   'DO $$ BEGIN IF pg_is_in_recovery() OR current_setting(\'transaction_read_only\')::boolean THEN ' +
   'RAISE EXCEPTION \'the database does not accept writes\' USING ERRCODE = \'read_only_sql_transaction\'; END IF; ' +
@@ -128,8 +126,7 @@ function readinessProbe (db: Db, boundMs: number, migrated: () => boolean, log?:
 export const insertBatchSql =
   'INSERT INTO plants (id, name, tag) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) ' +
   'ON CONFLICT (id) DO NOTHING RETURNING id'
-// One row per request (`i`, from 1). The database compares (collation "C"):
-// PGlite drops a leading U+FEFF from text it returns.
+// One row per request (`i`, from 1). The database compares (collation "C"): PGlite drops a leading U+FEFF it returns.
 export const selectBatchSql =
   'SELECT r.i::int AS i, p.name, p.tag, ' +
   '(p.name IS NOT DISTINCT FROM r.name COLLATE "C" AND p.tag IS NOT DISTINCT FROM r.tag COLLATE "C") AS same ' +
@@ -148,8 +145,7 @@ const RETRY_MAX_MS = 500
 
 interface WriteContext { db: Db, timeoutMs: number, onAnswer: (kind: AnswerKind) => void }
 
-// The requests of a batch naming one id; the first one's plant is stored.
-// Keyed by the bigint: by its decimal text cost more (bench/RESULTS.md).
+// The requests of a batch naming one id; the first one's plant is stored. By the bigint: text cost more (bench/RESULTS.md).
 interface Group { id: bigint, members: Create[] }
 
 // A write sent and not confirmed may still commit: every later failure of its groups is "unknown" (504).
@@ -174,8 +170,7 @@ async function settle (ctx: WriteContext, groups: Group[], deadline: number, sen
     } catch (err) {
       // Only a write's outcome can be unknown: the SELECT reads.
       if (err instanceof OutcomeUnknownError) sent.unconfirmed = true
-      // Safe to send again: a row the failed statement stored is answered as
-      // a replay. Not a vanished row, so the attempt is not counted.
+      // Safe to send again: a row the failed statement stored is a replay. Not a vanished row: the attempt is not counted.
       if (isTransient(err) && await pauseBeforeRetry(outageRetries++, deadline)) {
         pending = unanswered
         attempt--
@@ -215,12 +210,8 @@ async function insert (ctx: WriteContext, groups: Group[], deadline: number): Pr
   const plants = columns(groups.map((g) => (g.members[0] as Create).item))
   const rows = await ctx.db.writeBefore<{ id: unknown }>(deadline, insertBatchSql, plants, insertStatement)
   const created = new Set(rows.map((row) => toId(row.id)))
-  const existing: Group[] = []
   for (const g of groups) {
-    if (!created.has(g.id)) {
-      existing.push(g)
-      continue
-    }
+    if (!created.has(g.id)) continue
     // The others of the batch are compared with the first (both the requests' own strings).
     const first = (g.members[0] as Create).item
     g.members.forEach((p, i) => {
@@ -228,7 +219,7 @@ async function insert (ctx: WriteContext, groups: Group[], deadline: number): Pr
       answer(p, i === 0 ? 'created' : same ? 'replayed' : 'conflict', first, ctx)
     })
   }
-  return existing
+  return groups.filter((g) => !created.has(g.id))
 }
 
 // A type, not an interface, so it is a Row (which has an index signature).
@@ -269,8 +260,7 @@ function toId (value: unknown): bigint {
   throw new TypeError(`not an int8 value: ${typeof value}`)
 }
 
-// In ascending id order, so concurrent batches (here or in another instance)
-// take row locks in the same order and cannot deadlock.
+// In ascending id order, so concurrent batches (here or in another instance) take row locks in one order: no deadlock.
 function groupById (batch: Create[]): Group[] {
   const byId = new Map<bigint, Group>()
   for (const p of batch) {

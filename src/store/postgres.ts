@@ -15,13 +15,11 @@ export function openPostgres ({ url, timeoutMs, log }: { url: string, timeoutMs:
   // An idle client whose server goes away emits here: unheard, it would crash the process.
   for (const p of [pool, probePool]) p.on('error', (err) => log.warn({ err }, 'idle database connection failed'))
 
-  // pool.query closes a client whose statement failed, so a read-only
-  // session (25006) is never handed to the next create.
+  // pool.query closes a client whose statement failed, so a read-only session (25006) never serves the next create.
   return {
     kind: 'postgres',
     ...sqlOf(pool),
-    // One slow statement does not stall every create; more would make smaller
-    // batches, which cost the server more per row (bench/RESULTS.md).
+    // One slow statement does not stall every create; more would make smaller batches, dearer per row (bench/RESULTS.md).
     writers: 2,
     // On a client of its own, so failing to connect is a 503 (nothing sent).
     writeBefore: async <R extends Row = Row>(_deadline: number, text: string, params?: unknown[], options?: QueryOptions) =>
@@ -58,8 +56,7 @@ function connectionConfig (url: string, timeoutMs: number): pg.PoolConfig {
   }
 }
 
-// fn on a client of its own; one that failed may be broken, so it is
-// destroyed rather than handed to the next request.
+// fn on a client of its own; one that failed may be broken, so it is destroyed, not handed to the next request.
 async function onClient<T> (pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect().catch(storeError)
   // A checked-out client has no listener of the pool's: a connection that dies

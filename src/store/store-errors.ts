@@ -1,5 +1,4 @@
-// 503: nothing was stored (never sent, or refused). 504: sent and not
-// confirmed, so it may land later and a replay tells.
+// 503: nothing was stored (never sent, or refused). 504: sent and not confirmed, so it may land later; a replay tells.
 export class StoreUnavailableError extends Error {
   override name = 'StoreUnavailableError'
   readonly statusCode = 503
@@ -13,9 +12,8 @@ export class OutcomeUnknownError extends Error {
 const networkCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH',
   'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'ECONNABORTED'])
 
-// A server going away, overloaded or cancelling the statement; class 08 is
-// "connection exception". 3D000: the database is not created yet, waited for.
-// 25006: a standby or a demoted primary behind an HA proxy, not our fault.
+// A server going away, overloaded or cancelling the statement; class 08 is "connection exception". 3D000: the
+// database is not created yet, waited for. 25006: a standby or a demoted primary behind an HA proxy, not our fault.
 export const DATABASE_MISSING = '3D000'
 const unavailableStates = new Set(['57P01', '57P02', '57P03', '57P04', '57P05', '53300', '57014', '53000', '53100', '53200',
   DATABASE_MISSING, '25006'])
@@ -37,8 +35,7 @@ export function isUnavailable (err: unknown): boolean {
   return unavailableMessages.some((m) => err.message.includes(m))
 }
 
-// A database that may come back (not a closed store, nor our own deadline,
-// which has no cause), or an unknown outcome, whose repeat tells.
+// A database that may come back (not a closed store, nor our own deadline, which has no cause), or an unknown outcome.
 export function isTransient (err: unknown): boolean {
   if (!(err instanceof OutcomeUnknownError || isUnavailable(err))) return false
   const cause = err instanceof StoreUnavailableError || err instanceof OutcomeUnknownError ? err.cause : err
@@ -51,9 +48,8 @@ export function asStoreError (err: unknown): unknown {
     : err
 }
 
-// A write that was sent: severity ERROR is a refusal, nothing committed.
-// Anything else (no reply in time, a lost connection, a FATAL while a commit
-// waits for a standby) may have come after the commit: unknown.
+// A write that was sent: severity ERROR is a refusal, nothing committed. Anything else (no reply in time, a lost
+// connection, a FATAL while a commit waits for a standby) may have come after the commit: unknown.
 export function sentWriteError (err: unknown): unknown {
   const severity = (err as { severity?: unknown } | null)?.severity
   // pg refuses a statement on a connection it knows is broken, unsent.
@@ -68,8 +64,7 @@ export function sqlState (err: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined
 }
 
-// Only for what writes nothing: the work goes on, so a 503 is true only for
-// those. A write is never raced against a timer (Db.writeBefore).
+// Only for what writes nothing: the work goes on, so a 503 is true only for those (writes: Db.writeBefore).
 export async function withDeadline<T> (work: Promise<T>, ms: number, what: string): Promise<T> {
   if (!Number.isFinite(ms)) return await work
   let timer: NodeJS.Timeout | undefined

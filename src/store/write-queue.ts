@@ -13,10 +13,8 @@ export interface WriterStats { queueDepth: number, inFlight: number }
 
 export interface WriteQueueOptions {
   maxBatch: number
-  // What `weigh` adds up to in a batch (a batch holds at least one item).
-  maxBatchBytes: number
-  // Past it enqueue refuses (503): a stalled database makes quick answers, not a backlog.
-  maxQueue: number
+  maxBatchBytes: number // what `weigh` adds up to in a batch (a batch holds at least one item)
+  maxQueue: number // past it enqueue refuses (503): a stalled database makes quick answers, not a backlog
   concurrency: number
   timeoutMs: number // how long an item may wait to be sent
 }
@@ -28,8 +26,7 @@ export function createWriteQueue<T, R> (options: WriteQueueOptions, weigh: (item
   let inFlight = 0
   const expiry = expiryTimer(queue, timeoutMs)
 
-  // A batch starts in the check phase of its first create's turn: in the
-  // request's own microtasks it would send that create alone.
+  // A batch starts in the check phase of its first create's turn: in the request's microtasks it would send it alone.
   let scheduled = false
   const schedule = (): void => {
     if (scheduled) return
@@ -78,9 +75,8 @@ function batchLength<T> (queue: ReadonlyArray<{ item: T }>, weigh: (item: T) => 
   return rows
 }
 
-// FIFO with one timeout for all, so the head expires first: one timer, armed
-// for the head's expiry, serves the queue. A head taken meanwhile only makes
-// it fire early, and it is armed again for the new head.
+// FIFO with one timeout for all, so the head expires first: one timer, armed for the head's expiry, serves the
+// queue. A head taken meanwhile only makes it fire early, and it is armed again for the new head.
 function expiryTimer (queue: Array<Pending<unknown, never>>, timeoutMs: number): { dropExpired: () => void, arm: () => void } {
   let timer: NodeJS.Timeout | undefined
   const dropExpired = (): void => {
