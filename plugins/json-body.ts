@@ -41,7 +41,13 @@ async function jsonBody (fastify: FastifyInstance): Promise<void> {
   for (const schema of sharedSchemas) fastify.addSchema(schema)
   // Fastify's text/plain parser would otherwise let other media types through.
   fastify.removeAllContentTypeParsers()
-  fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, async (_request: FastifyRequest, body: Buffer) => parseJsonBody(body))
+  fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
+    try {
+      done(null, parseJsonBody(body as Buffer))
+    } catch (err) {
+      done(err as Error, undefined)
+    }
+  })
   fastify.decorate('requireJsonBody', (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
     const refused = mediaTypeError(request.headers['content-type'])
     if (refused !== undefined) return done(refused)
