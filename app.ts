@@ -24,12 +24,14 @@ export interface AppOptions {
   timeouts?: Partial<ServerTimeouts>
   // See DbPluginOptions.writer: tests shrink the write queue.
   writer?: DbPluginOptions['writer']
+  // See DbPluginOptions.store: tests that never read a row.
+  store?: DbPluginOptions['store']
 }
 
 // The whole service, built the same way for the server and for tests: the
 // plugins, then the routes, in the order a request meets them
 // (docs/architecture.md, "A request's path").
-export async function buildApp ({ config, logger = false, background, timeouts, writer }: AppOptions): Promise<FastifyInstance> {
+export async function buildApp ({ config, logger = false, background, timeouts, writer, store }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     ...edgeOptions(config, timeouts),
     ...loggingOptions(logger),
@@ -49,7 +51,7 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
   await app.register(errorAnswers)
   await app.register(httpEdge)
   await app.register(jsonBody)
-  await app.register(dbPlugin, { config, background, writer })
+  await app.register(dbPlugin, { config, background, writer, store })
 
   // Docs before the routes, so swagger sees them; outside the API context, so public.
   const accessTokens = config.auth === undefined ? undefined : new AccessTokens(config.auth)

@@ -1,0 +1,45 @@
+import type { Db } from '../../src/store/db.js'
+import type { OpenStore } from '../../plugins/db.js'
+import type { CreateOutcome, PlantRecord, PlantStore } from '../../src/store/plant-store.js'
+
+// A stand-in for the database and the plant store, for tests of what a
+// request meets before a stored row matters (routing, authentication, media
+// type, body, validation, errors, docs, request ids): no database is opened.
+// It records every create the route asks for, so "nothing stored" is shown
+// as "the store was never asked". What the real store does with a create is
+// tested on both real databases (test/api/plants.test.ts and others).
+export interface StubStore extends OpenStore {
+  // Every create the route asked for, in order.
+  readonly creates: PlantRecord[]
+  // What a create answers; by default the plant as sent, created.
+  answer: (plant: PlantRecord) => Promise<CreateOutcome>
+  // What the readiness probe says.
+  ready: boolean
+}
+
+const noDatabase = async (): Promise<never> => {
+  throw new Error('a stub store holds no database: a test that reads rows builds its app with buildTestApp')
+}
+
+export function stubStore (): StubStore {
+  const creates: PlantRecord[] = []
+  const db: Db = { kind: 'pglite', writers: 1, query: noDatabase, exec: noDatabase, writeBefore: noDatabase, transaction: noDatabase, close: async () => {} }
+  const stub: StubStore = {
+    creates,
+    answer: async (plant) => ({ kind: 'created', plant }),
+    ready: true,
+    db,
+    plants: {
+      observe: () => {},
+      stats: () => ({ queueDepth: 0, inFlight: 0 }),
+      isMigrated: () => true,
+      markMigrated: () => {},
+      create: async (plant: PlantRecord) => {
+        creates.push(plant)
+        return await stub.answer(plant)
+      },
+      isReady: async () => stub.ready
+    } satisfies PlantStore
+  }
+  return stub
+}
