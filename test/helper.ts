@@ -122,21 +122,31 @@ export async function buildStubApp (
   return { app, store }
 }
 
+type ListenOptions = Pick<AppOptions, 'timeouts' | 'logger'>
+
 // The app listening on a loopback port of its own, on a fresh database, for
 // raw-socket and real-HTTP tests; closed and dropped when the test ends.
-export async function listeningTestApp (
-  t: Teardown,
-  backend: BackendName,
-  opts: { timeouts?: AppOptions['timeouts'], logger?: FastifyServerOptions['logger'] } = {}
-): Promise<{ app: FastifyInstance, port: number }> {
+export async function listeningTestApp (t: Teardown, backend: BackendName, opts: ListenOptions = {}): Promise<{ app: FastifyInstance, port: number }> {
   const testDb = await createTestDatabase(backend)
   const app = await buildApp({ config: testConfig(testDb.database), ...opts })
   t.teardown(async () => {
     await app.close()
     await testDb.drop()
   })
+  return { app, port: await listen(app) }
+}
+
+// The same over a stub store, with no database.
+export async function listeningStubApp (t: Teardown, opts: ListenOptions = {}): Promise<{ app: FastifyInstance, port: number, store: StubStore }> {
+  const store = stubStore()
+  const app = await buildApp({ config: testConfig({ kind: 'pglite', dataDir: 'memory://' }), ...opts, store })
+  t.teardown(() => app.close())
+  return { app, port: await listen(app), store }
+}
+
+async function listen (app: FastifyInstance): Promise<number> {
   await app.listen({ port: 0, host: '127.0.0.1' })
-  return { app, port: (app.server.address() as AddressInfo).port }
+  return (app.server.address() as AddressInfo).port
 }
 
 // Resolves once the app's migrations are applied: an app started with

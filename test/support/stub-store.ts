@@ -11,7 +11,9 @@ import type { CreateOutcome, PlantRecord, PlantStore } from '../../src/store/pla
 export interface StubStore extends OpenStore {
   // Every create the route asked for, in order.
   readonly creates: PlantRecord[]
-  // What a create answers; by default the plant as sent, created.
+  // What a create answers; by default what the real store answers on an
+  // empty database: created, then replayed for the same plant, a conflict
+  // for a different one (absent tag equals absent tag).
   answer: (plant: PlantRecord) => Promise<CreateOutcome>
   // What the readiness probe says.
   ready: boolean
@@ -21,12 +23,22 @@ const noDatabase = async (): Promise<never> => {
   throw new Error('a stub store holds no database: a test that reads rows builds its app with buildTestApp')
 }
 
+function likeAnEmptyStore (): (plant: PlantRecord) => Promise<CreateOutcome> {
+  const held = new Map<bigint, PlantRecord>()
+  return async (plant) => {
+    const stored = held.get(plant.id)
+    if (stored === undefined) held.set(plant.id, plant)
+    if (stored === undefined) return { kind: 'created', plant }
+    return { kind: stored.name === plant.name && stored.tag === plant.tag ? 'replayed' : 'conflict', plant: stored }
+  }
+}
+
 export function stubStore (): StubStore {
   const creates: PlantRecord[] = []
   const db: Db = { kind: 'pglite', writers: 1, query: noDatabase, exec: noDatabase, writeBefore: noDatabase, transaction: noDatabase, close: async () => {} }
   const stub: StubStore = {
     creates,
-    answer: async (plant) => ({ kind: 'created', plant }),
+    answer: likeAnEmptyStore(),
     ready: true,
     db,
     plants: {
