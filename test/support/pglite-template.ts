@@ -38,3 +38,12 @@ export async function migratedDataDir (): Promise<MigratedDir> {
   cpSync(template, dataDir, { recursive: true })
   return { dataDir, remove: () => rmSync(parent, { recursive: true, force: true }) }
 }
+
+// The same, removed when the test ends: for process tests whose point is
+// not initdb (the lock, a burst, a shutdown). Those that mean to create a
+// new directory use tempDataDir (test/support/temp-dir.ts).
+export async function migratedTempDataDir (t: { teardown(fn: () => unknown): void }): Promise<string> {
+  const { dataDir, remove } = await migratedDataDir()
+  t.teardown(remove)
+  return dataDir
+}

@@ -7,6 +7,7 @@ import { createInterface } from 'node:readline'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { TOKEN, type Teardown } from '../helper.js'
 import { buildOnce, inputsHash, root } from './build-once.js'
+import { migratedDataDir } from './pglite-template.js'
 
 // The one way tests (and the benchmark's port and memory readings) run the
 // service as a process: spawnProcess runs any command; startBuiltServer runs
@@ -160,13 +161,16 @@ export interface SourceServer {
 }
 
 export interface SourceServerOptions {
-  // Unset: embedded PGlite in memory.
+  // Unset, and no PGLITE_DATA_DIR in env: embedded PGlite on a copy of the
+  // migrated template (test/support/pglite-template.ts), removed when the
+  // process exits.
   databaseUrl?: string
   env?: Record<string, string>
   startTimeoutMs?: number
 }
 
 export async function startServerProcess (opts: SourceServerOptions): Promise<SourceServer> {
+  const pglite = opts.databaseUrl === undefined && opts.env?.PGLITE_DATA_DIR === undefined ? await migratedDataDir() : undefined
   const proc = launch(['node', '--import', 'tsx', 'server.ts'], root, {
     HOME: process.env.HOME ?? '',
     NODE_ENV: 'test',
@@ -174,9 +178,11 @@ export async function startServerProcess (opts: SourceServerOptions): Promise<So
     HOST: '127.0.0.1',
     LOG_LEVEL: 'info',
     API_TOKENS: TOKEN,
-    ...(opts.databaseUrl === undefined ? { PGLITE_DATA_DIR: 'memory://' } : { DATABASE_URL: opts.databaseUrl }),
+    ...(pglite === undefined ? {} : { PGLITE_DATA_DIR: pglite.dataDir }),
+    ...(opts.databaseUrl === undefined ? {} : { DATABASE_URL: opts.databaseUrl }),
     ...opts.env
   })
+  proc.exited.then(() => pglite?.remove(), () => {})
   const { child } = proc
   const logs: Array<Record<string, unknown>> = []
   const text: string[] = []

@@ -1,6 +1,6 @@
 import type { Db } from '../../src/store/db.js'
 import type { OpenStore } from '../../plugins/db.js'
-import type { CreateOutcome, PlantRecord, PlantStore } from '../../src/store/plant-store.js'
+import type { CreateOutcome, PlantRecord, PlantStore, StoreObserver } from '../../src/store/plant-store.js'
 
 // A stand-in for the database and the plant store, for tests of what a
 // request meets before a stored row matters (routing, authentication, media
@@ -35,6 +35,8 @@ function likeAnEmptyStore (): (plant: PlantRecord) => Promise<CreateOutcome> {
 
 export function stubStore (): StubStore {
   const creates: PlantRecord[] = []
+  // Told as the real store tells them (the metrics and tracing count on it).
+  const observers: StoreObserver[] = []
   const db: Db = { kind: 'pglite', writers: 1, query: noDatabase, exec: noDatabase, writeBefore: noDatabase, transaction: noDatabase, close: async () => {} }
   const stub: StubStore = {
     creates,
@@ -42,13 +44,16 @@ export function stubStore (): StubStore {
     ready: true,
     db,
     plants: {
-      observe: () => {},
+      observe: (observer: StoreObserver) => { observers.push(observer) },
       stats: () => ({ queueDepth: 0, inFlight: 0 }),
       isMigrated: () => true,
       markMigrated: () => {},
       create: async (plant: PlantRecord) => {
         creates.push(plant)
-        return await stub.answer(plant)
+        for (const o of observers) o.queued?.(plant)
+        const outcome = await stub.answer(plant)
+        for (const o of observers) o.answered?.(outcome.kind)
+        return outcome
       },
       isReady: async () => stub.ready
     } satisfies PlantStore
