@@ -21,11 +21,12 @@ export interface AppOptions {
   background?: DbPluginOptions['background'] // set by the server for PostgreSQL
   timeouts?: Partial<ServerTimeouts> // tests shorten these to watch slow clients being cut off
   writer?: DbPluginOptions['writer'] // tests shrink the write queue
+  store?: DbPluginOptions['store'] // tests that never read a row
 }
 
 // The whole service, built the same way for the server and for tests: the plugins, then the routes, in the order
 // a request meets them (docs/architecture.md, "A request's path").
-export async function buildApp ({ config, logger = false, background, timeouts, writer }: AppOptions): Promise<FastifyInstance> {
+export async function buildApp ({ config, logger = false, background, timeouts, writer, store }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     ...edgeOptions(config, timeouts),
     ...loggingOptions(logger),
@@ -44,7 +45,7 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
   await app.register(errorAnswers)
   await app.register(httpEdge)
   await app.register(jsonBody)
-  await app.register(dbPlugin, { config, background, writer })
+  await app.register(dbPlugin, { config, background, writer, store })
 
   // Docs before the routes, so swagger sees them; outside the API context, so public.
   const accessTokens = config.auth === undefined ? undefined : new AccessTokens(config.auth)

@@ -15,7 +15,13 @@ export interface DbPluginOptions {
   // unreachable. Called when a migration fails for a reason waiting will not fix.
   background?: { onFatal: (err: unknown) => void }
   writer?: WriterOptions
+  // A store already open, decorated as it is instead of opening
+  // config.database (tests of what never reaches a stored row); the app
+  // closes its db on close.
+  store?: OpenStore
 }
+
+export interface OpenStore { db: Db, plants: PlantStore }
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -28,6 +34,10 @@ const BACKOFF_START_MS = 250
 const BACKOFF_MAX_MS = 10_000
 
 async function dbPlugin (fastify: FastifyInstance, opts: DbPluginOptions): Promise<void> {
+  if (opts.store !== undefined) {
+    decorateStore(fastify, opts.store)
+    return
+  }
   const { database, dbTimeoutMs } = opts.config
   const log = fastify.log.child({ component: 'db' })
   const db = database.kind === 'postgres'
@@ -67,11 +77,14 @@ async function dbPlugin (fastify: FastifyInstance, opts: DbPluginOptions): Promi
     migration.catch((err: unknown) => { if (!closing) opts.background?.onFatal(err) })
   }
 
+  decorateStore(fastify, { db, plants }, () => { closing = true })
+}
+
+function decorateStore (fastify: FastifyInstance, { db, plants }: OpenStore, closing?: () => void): void {
   fastify.decorate('db', db)
   fastify.decorate('plants', plants)
-
   fastify.addHook('onClose', async () => {
-    closing = true
+    closing?.()
     await db.close()
   })
 }

@@ -6,6 +6,8 @@ import type { AddressInfo } from 'node:net'
 import { buildApp, type AppOptions } from '../app.js'
 import type { Config } from '../src/config.js'
 import { STORED_PLANTS_SQL, withClient, type StoredPlant } from './support/database.js'
+import { migratedDataDir } from './support/pglite-template.js'
+import { stubStore, type StubStore } from './support/stub-store.js'
 
 export const TOKEN = 'test-token-3c1f0b6a'
 export const OTHER_TOKEN = 'second-token-for-rotation'
@@ -37,9 +39,14 @@ export function forEachBackend (
   for (const backend of backends()) t.test(`${name} on ${backend}`, (t) => fn(t, backend))
 }
 
-export async function createTestDatabase (backend: BackendName): Promise<TestDatabase> {
+// A PostgreSQL database is created empty (the app migrates it); a PGlite one
+// is a copy of a migrated template (test/support/pglite-template.ts), unless
+// `empty` asks for one no migration has touched.
+export async function createTestDatabase (backend: BackendName, { empty = false } = {}): Promise<TestDatabase> {
+  if (backend === 'pglite' && empty) return { database: { kind: 'pglite', dataDir: 'memory://' }, drop: async () => {} }
   if (backend === 'pglite') {
-    return { database: { kind: 'pglite', dataDir: 'memory://' }, drop: async () => {} }
+    const { dataDir, remove } = await migratedDataDir()
+    return { database: { kind: 'pglite', dataDir }, drop: async () => { remove() } }
   }
   const adminUrl = process.env.TEST_DATABASE_URL as string
   const name = `test_${randomUUID().replaceAll('-', '')}`
@@ -101,21 +108,45 @@ export async function buildTestApp (
   }
 }
 
+// The same app over a stub store (test/support/stub-store.ts), with no
+// database: for tests that never read a row.
+export async function buildStubApp (
+  t: Teardown,
+  overrides: Partial<Config> = {},
+  logger: FastifyServerOptions['logger'] = false
+): Promise<{ app: FastifyInstance, store: StubStore }> {
+  const store = stubStore()
+  const app = await buildApp({ config: testConfig({ kind: 'pglite', dataDir: 'memory://' }, overrides), logger, store })
+  await app.ready()
+  t.teardown(() => app.close())
+  return { app, store }
+}
+
+type ListenOptions = Pick<AppOptions, 'timeouts' | 'logger'>
+
 // The app listening on a loopback port of its own, on a fresh database, for
 // raw-socket and real-HTTP tests; closed and dropped when the test ends.
-export async function listeningTestApp (
-  t: Teardown,
-  backend: BackendName,
-  opts: { timeouts?: AppOptions['timeouts'], logger?: FastifyServerOptions['logger'] } = {}
-): Promise<{ app: FastifyInstance, port: number }> {
+export async function listeningTestApp (t: Teardown, backend: BackendName, opts: ListenOptions = {}): Promise<{ app: FastifyInstance, port: number }> {
   const testDb = await createTestDatabase(backend)
   const app = await buildApp({ config: testConfig(testDb.database), ...opts })
   t.teardown(async () => {
     await app.close()
     await testDb.drop()
   })
+  return { app, port: await listen(app) }
+}
+
+// The same over a stub store, with no database.
+export async function listeningStubApp (t: Teardown, opts: ListenOptions = {}): Promise<{ app: FastifyInstance, port: number, store: StubStore }> {
+  const store = stubStore()
+  const app = await buildApp({ config: testConfig({ kind: 'pglite', dataDir: 'memory://' }), ...opts, store })
+  t.teardown(() => app.close())
+  return { app, port: await listen(app), store }
+}
+
+async function listen (app: FastifyInstance): Promise<number> {
   await app.listen({ port: 0, host: '127.0.0.1' })
-  return { app, port: (app.server.address() as AddressInfo).port }
+  return (app.server.address() as AddressInfo).port
 }
 
 // Resolves once the app's migrations are applied: an app started with

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { connect } from 'node:net'
 import Fastify from 'fastify'
-import { forEachBackend, buildTestApp, assertErrorShape, auth, jsonHeaders, TOKEN } from '../helper.js'
+import { buildStubApp, assertErrorShape, auth, jsonHeaders, TOKEN } from '../helper.js'
 import { parseRawResponse, rawExchange } from '../support/http.js'
 import { errorHandler } from '../../plugins/error-answers.js'
 import { OutcomeUnknownError, StoreUnavailableError } from '../../src/store/store-errors.js'
@@ -41,8 +41,8 @@ t.test('error handler', async (t) => {
   assertErrorShape(t, await app.inject('/odd-status'), 500)
 })
 
-forEachBackend(t, 'errors from routing and HTTP', async (t, backend) => {
-  const { app } = await buildTestApp(t, backend)
+t.test('errors from routing and HTTP', async (t) => {
+  const { app } = await buildStubApp(t)
 
   t.test('unknown routes answer 404, with or without a token', async (t) => {
     assertErrorShape(t, await app.inject('/nope'), 404)

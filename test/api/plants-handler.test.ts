@@ -12,7 +12,7 @@ import { assertErrorShape, type Teardown } from '../helper.js'
 
 // The route's own logic, with no database: routes/plants.ts over a store
 // that answers what each test tells it to. What the real store does is
-// tested in test/unit/plant-store.test.ts; the whole request path over both
+// tested in test/integration/plant-store.test.ts; the whole request path over both
 // backends in test/api/plants.test.ts.
 async function routeOver (t: Teardown, create: (plant: PlantRecord) => Promise<CreateOutcome>) {
   const received: PlantRecord[] = []

@@ -83,6 +83,14 @@ forEachBackend(t, 'POST /plants stores and answers', async (t, backend) => {
     }
   })
 
+  t.test('paired surrogates and other unicode are stored exactly', async (t) => {
+    const name = 'Sansevieria 🌱 «ünïcödé» \u2028 \\ "quoted"'
+    const res = await postPlant(app, JSON.stringify({ id: 600, name, tag: '\ud83c\udf35' }))
+    t.equal(res.statusCode, 200)
+    t.same(JSON.parse(res.body), { name, tag: '🌵' })
+    t.same((await rows()).find((r) => r.id === '600'), { id: '600', name, tag: '🌵' })
+  })
+
   t.test('concurrent creates of one new id store exactly one row', async (t) => {
     const bodies = Array.from({ length: 30 }, (_, i) =>
       i % 3 === 0 ? '{"id": 500, "name": "Race", "tag": "b"}' : '{"id": 500, "name": "Race", "tag": "a"}')

@@ -11,12 +11,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { freePort, jsonLines, root } from '../support/processes.js'
-import { answers, docker, dockerUp } from './docker.js'
+import { answers, docker, dockerUp } from '../support/docker.js'
 import {
   BUILD_NETWORK, PROJECT_PREFIX, accessLines, compose, composeOk, containers, create, imagesNamed, leftovers, readmeComposeSteps,
   removeDeadProjects, removeProject, shell, waitHealthy, type Client, type Project
-} from './compose-project.js'
-import { scaleTests } from './compose-scale.js'
+} from '../support/compose-project.js'
+import { scaleTests } from '../support/compose-scale.js'
 import { MONITORING_FILE, ruleTests } from '../support/compose-monitoring.js'
 
 const exec = promisify(execFile)

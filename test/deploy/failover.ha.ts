@@ -10,11 +10,11 @@ import t, { type Test } from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { withClient } from '../support/database.js'
 import { freePort, stageRuntime, startBuiltServer, type ServerProcess } from '../support/processes.js'
-import { startCreateLoad, loadFigures, type Answer, type CreateLoad } from './create-load.js'
+import { startCreateLoad, loadFigures, type Answer, type CreateLoad } from '../support/create-load.js'
 import {
   adoptProcess, cpuSeconds, haPrerequisites, leader, primaryBehindProxy, removeLeftoverRuns, startHaCluster, syncStandby,
   type HaCluster, type Node
-} from './ha-cluster.js'
+} from '../support/ha-cluster.js'
 
 const TOKEN = 'failover-token-7d2e'
 // Long enough for a create to ride out a planned switchover (a few seconds

@@ -12,11 +12,11 @@ import { withClient } from '../support/database.js'
 import { freePort, jsonLines, root } from '../support/processes.js'
 import { request } from '../support/http.js'
 import { appliedVersions, migrationVersions } from '../support/postgres.js'
-import { openSlowUpload } from './slow-client.js'
+import { openSlowUpload } from '../support/slow-client.js'
 import {
   docker, dockerOk, dockerUp, logs, removeLeftovers, removeThisRun, runArgs, startContainer, state, createVolume,
   waitHealthy, waitReady, waitUntil, answers
-} from './docker.js'
+} from '../support/docker.js'
 
 const IMAGE = 'plant-store-app:test'
 const DOCKER_STOP_DEFAULT_MS = 10_000

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { freePort, jsonLines, stageRuntime, startBuiltServer } from '../support/processes.js'
-import { openSlowUpload } from './slow-client.js'
+import { openSlowUpload } from '../support/slow-client.js'
 
 // server.ts drains in-flight requests for this long after SIGTERM.
 const SHUTDOWN_GRACE_MS = 5_000

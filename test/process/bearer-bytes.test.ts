@@ -1,5 +1,5 @@
 import t from 'tap'
-import { listeningTestApp, TOKEN } from '../helper.js'
+import { listeningStubApp, TOKEN } from '../helper.js'
 import { parseRawResponse, rawExchange } from '../support/http.js'
 
 // The token is exactly the bytes after "Bearer" and its run of SP (RFC 9110
@@ -8,7 +8,8 @@ import { parseRawResponse, rawExchange } from '../support/http.js'
 // so a valid token with it is not valid. Sent as raw bytes: Node's HTTP
 // client refuses some of them.
 t.test('the bearer token is compared byte for byte', async (t) => {
-  const { port } = await listeningTestApp(t, 'pglite')
+  // Answers at the edge, no row read: the app runs over the stub store.
+  const { port } = await listeningStubApp(t)
 
   let id = 4000
   const statusFor = async (authorization: Buffer): Promise<number | undefined> => {

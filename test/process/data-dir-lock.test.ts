@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import { performance } from 'node:perf_hooks'
 import { freePort, stageRuntime, startBuiltServer, type ServerProcess } from '../support/processes.js'
 import { storedPlants } from '../support/database.js'
-import { tempDataDir } from '../support/temp-dir.js'
+import { migratedTempDataDir } from '../support/pglite-template.js'
 
 // One service process per PGLITE_DATA_DIR: two processes on one directory
 // would each keep their own pages and lose each other's acknowledged
@@ -25,7 +25,7 @@ function start (t: Test, dataDir: string, port: number): ServerProcess & { url: 
 }
 
 t.test('a second process on the same directory refuses to start; the first keeps serving', async (t) => {
-  const dataDir = tempDataDir(t, 'lock')
+  const dataDir = await migratedTempDataDir(t)
   const first = start(t, dataDir, await freePort())
   await first.waitFor(`${first.url}/health/ready`)
   t.equal(await create(first.url, 1), 200)
@@ -44,7 +44,7 @@ t.test('a second process on the same directory refuses to start; the first keeps
 })
 
 t.test('a holder killed with SIGKILL does not block the next start, which keeps its plants', async (t) => {
-  const dataDir = tempDataDir(t, 'lock')
+  const dataDir = await migratedTempDataDir(t)
   const port = await freePort()
   const killed = start(t, dataDir, port)
   await killed.waitFor(`${killed.url}/health/ready`)

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { listeningTestApp, TOKEN } from '../helper.js'
+import { listeningStubApp, TOKEN } from '../helper.js'
 import { parseRawResponse, rawExchange, request } from '../support/http.js'
 
 // Expect: 100-continue is granted only once authentication and the media
@@ -8,7 +8,8 @@ import { parseRawResponse, rawExchange, request } from '../support/http.js'
 const TIMEOUTS = { headersTimeoutMs: 1000, requestTimeoutMs: 2000, checkIntervalMs: 200 }
 
 t.test('answers at the edge', async (t) => {
-  const { port } = await listeningTestApp(t, 'pglite', { timeouts: TIMEOUTS })
+  // Answers at the edge, no row read: the app runs over the stub store.
+  const { port } = await listeningStubApp(t, { timeouts: TIMEOUTS })
   const base = `http://127.0.0.1:${port}`
 
   const expectHead = (lines: string[]): string => `${['POST /plants HTTP/1.1', 'Host: localhost', 'Expect: 100-continue', ...lines].join('\r\n')}\r\n\r\n`

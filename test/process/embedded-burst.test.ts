@@ -3,7 +3,7 @@ import http from 'node:http'
 import { performance } from 'node:perf_hooks'
 import { freePort, stageRuntime, startBuiltServer } from '../support/processes.js'
 import { startLivenessProbe } from '../support/liveness-probe.js'
-import { tempDataDir } from '../support/temp-dir.js'
+import { migratedTempDataDir } from '../support/pglite-template.js'
 import { openPglite } from '../../src/store/pglite.js'
 
 // Embedded database work runs off the HTTP thread: a burst of large creates
@@ -57,7 +57,7 @@ let runtime = ''
 t.before(async () => { runtime = await stageRuntime() })
 
 t.test(`${CREATES} concurrent creates of 1 MB names on PGlite keep /health/live answering`, async (t) => {
-  const dataDir = tempDataDir(t, 'burst')
+  const dataDir = await migratedTempDataDir(t)
   const port = await freePort()
   const server = startBuiltServer(t, runtime, {
     NODE_ENV: 'production',

@@ -1,10 +1,8 @@
 import t, { type Test } from 'tap'
-import type { AddressInfo } from 'node:net'
 import Fastify from 'fastify'
-import { buildApp } from '../../app.js'
 import { MAX_HEADER_BYTES, edgeOptions, serverTimeouts } from '../../plugins/http-edge.js'
 import { LINGER_MS } from '../../plugins/http-edge.js'
-import { assertErrorShape, createTestDatabase, testConfig, TOKEN } from '../helper.js'
+import { assertErrorShape, listeningStubApp, testConfig, TOKEN } from '../helper.js'
 import { parseRawResponse, rawExchange, type Chunk } from '../support/http.js'
 
 // What a client can do to the server below the API: oversized and too many
@@ -30,11 +28,8 @@ function expectErrorAnswer (t: Test, raw: string, status: number): void {
 }
 
 t.test('HTTP limits over a real socket', async (t) => {
-  const testDb = await createTestDatabase('pglite')
-  const app = await buildApp({ config: testConfig(testDb.database), timeouts: TIMEOUTS })
-  await app.listen({ port: 0, host: '127.0.0.1' })
-  t.teardown(() => app.close())
-  const { port } = app.server.address() as AddressInfo
+  // Limits at the edge, before any store: the app runs over the stub store.
+  const { port } = await listeningStubApp(t, { timeouts: TIMEOUTS })
 
   await t.test('a 1 MB Authorization header gets 431 in the Error shape', async (t) => {
     const head = `POST /plants HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAuthorization: Bearer ${'a'.repeat(1 << 20)}\r\n\r\n`

@@ -79,7 +79,7 @@ t.test('an issuer down at start-up: the service starts, static tokens work, JWTs
   const a = await signingKey('key-a')
   const keys = await startKeySet(t, a)
   keys.hang(true)
-  const app = await startJwtApp(t, 'pglite', { issuer: keys.issuer, jwksUrl: keys.url, jwksCooldownMs: COOLDOWN_MS, fetchTimeoutMs: TIMEOUT_MS })
+  const app = await startJwtApp(t, 'stub', { issuer: keys.issuer, jwksUrl: keys.url, jwksCooldownMs: COOLDOWN_MS, fetchTimeoutMs: TIMEOUT_MS })
   t.equal((await app.create(TOKEN)).status, 200, 'static token')
   t.equal((await app.create(await signToken(a, keys.issuer))).status, 503, 'JWT: 503')
   keys.hang(false)

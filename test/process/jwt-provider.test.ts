@@ -108,7 +108,7 @@ forEachBackend(t, 'a provider\'s access tokens', async (t, backend) => {
 
 t.test('with an issuer: RFC 9728 metadata, and the client-credentials flow in the served document', async (t) => {
   const provider = await startProvider(t)
-  const app = await startJwtApp(t, 'pglite', { issuer: provider.issuer })
+  const app = await startJwtApp(t, 'stub', { issuer: provider.issuer })
   const metadata = await request(`${app.url}/.well-known/oauth-protected-resource`)
   t.equal(metadata.status, 200, 'public')
   t.same(JSON.parse(metadata.body), {
@@ -137,7 +137,7 @@ t.test('with an issuer: RFC 9728 metadata, and the client-credentials flow in th
 t.test('AUTH_JWKS_URL without AUTH_TOKEN_URL: discovery still gives the flow its token URL, and a provider down at start-up stops nothing', async (t) => {
   const provider = await startProvider(t)
   provider.hang(true)
-  const app = await startJwtApp(t, 'pglite', { issuer: provider.issuer, jwksUrl: `${provider.issuer}/jwks`, fetchTimeoutMs: 1000, jwksCooldownMs: 1500 })
+  const app = await startJwtApp(t, 'stub', { issuer: provider.issuer, jwksUrl: `${provider.issuer}/jwks`, fetchTimeoutMs: 1000, jwksCooldownMs: 1500 })
   t.equal((await app.create(TOKEN)).status, 200, 'the service started; static tokens work')
   const flow = async (): Promise<unknown> => {
     const doc = JSON.parse((await request(`${app.url}/openapi.json`)).body) as { components: { securitySchemes: Record<string, { flows?: unknown }> } }
@@ -159,7 +159,7 @@ t.test('AUTH_JWKS_URL without AUTH_TOKEN_URL: discovery still gives the flow its
 
 t.test('the rate limit follows the client across its token refreshes', async (t) => {
   const provider = await startProvider(t)
-  const app = await startJwtApp(t, 'pglite', { issuer: provider.issuer }, { rateLimitPerMinute: 2 })
+  const app = await startJwtApp(t, 'stub', { issuer: provider.issuer }, { rateLimitPerMinute: 2 })
   const statuses = []
   for (let i = 0; i < 3; i++) statuses.push((await app.create(await provider.token(WRITER))).status)
   t.same(statuses, [200, 200, 429], 'a new token for each create, one window for the client')

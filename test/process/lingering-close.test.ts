@@ -1,7 +1,7 @@
 import t from 'tap'
 import net from 'node:net'
 import { LINGER_MS } from '../../plugins/http-edge.js'
-import { forEachBackend, listeningTestApp, TOKEN } from '../helper.js'
+import { forEachBackend, listeningStubApp, listeningTestApp, TOKEN } from '../helper.js'
 import { answeredStatuses, parseAnswers } from '../support/http.js'
 import { sleep } from '../support/postgres.js'
 
@@ -60,7 +60,8 @@ function judge (trial: Trial, status: number): string | undefined {
 }
 
 t.test('answers given while the client still sends end with a FIN, not a reset', async (t) => {
-  const { port } = await listeningTestApp(t, 'pglite')
+  // Answers at the edge, no row read: the app runs over the stub store.
+  const { port } = await listeningStubApp(t)
   for (const [what, status, head] of early) {
     await t.test(`${what}: ${status}, ${TRIALS} times`, async (t) => {
       const wrong: string[] = []
@@ -94,7 +95,8 @@ async function carelessExchange (port: number, chunk: Buffer, everyMs: number): 
 }
 
 t.test('the lingering close is bounded in time and size', async (t) => {
-  const { port } = await listeningTestApp(t, 'pglite')
+  // Answers at the edge, no row read: the app runs over the stub store.
+  const { port } = await listeningStubApp(t)
   const slow = await carelessExchange(port, Buffer.alloc(1024, 'a'), 50)
   t.same(answeredStatuses(slow.response), [401], 'a slow sender got its answer')
   t.ok(slow.closedAfterMs >= LINGER_MS - 100 && slow.closedAfterMs < LINGER_MS + 3000, `and was cut off after ${Math.round(slow.closedAfterMs)} ms`)

@@ -1,7 +1,8 @@
 import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { Writable } from 'node:stream'
-import { createTestDatabase, testConfig, jsonHeaders, TOKEN, OTHER_TOKEN, type Teardown } from '../helper.js'
+import { testConfig, jsonHeaders, TOKEN, OTHER_TOKEN, type Teardown } from '../helper.js'
+import { stubStore } from '../support/stub-store.js'
 import { request, type HttpAnswer } from '../support/http.js'
 import { metricsUrlOf, parseSamples, valueOf } from '../support/prometheus.js'
 import { buildApp } from '../../app.js'
@@ -17,8 +18,9 @@ const LIMIT = 3
 async function start (t: Teardown, overrides: Parameters<typeof testConfig>[1] = {}) {
   const logs: string[] = []
   const stream = new Writable({ write (chunk, _encoding, done) { logs.push(String(chunk)); done() } })
-  const testDb = await createTestDatabase('pglite')
-  const app = await buildApp({ config: testConfig(testDb.database, { rateLimitPerMinute: LIMIT, metricsPort: 0, ...overrides }), logger: { level: 'debug', stream } })
+  // The limit counts answers, whatever the database: the app runs over the stub store.
+  const config = testConfig({ kind: 'pglite', dataDir: 'memory://' }, { rateLimitPerMinute: LIMIT, metricsPort: 0, ...overrides })
+  const app = await buildApp({ config, logger: { level: 'debug', stream }, store: stubStore() })
   t.teardown(() => app.close())
   const apiUrl = await app.listen({ port: 0, host: '127.0.0.1' })
   return { apiUrl, logs, metricsUrl: metricsUrlOf(logs) }
@@ -88,7 +90,7 @@ t.test('JWT clients past AUTH_MAX_CLIENTS never take a configured caller\'s wind
   const key = await signingKey('key-a', 'ES256')
   const keys = await startKeySet(t, key)
   const maxClients = 100
-  const app = await startJwtApp(t, 'pglite', { issuer: keys.issuer, jwksUrl: keys.url, maxClients }, { rateLimitPerMinute: 2 })
+  const app = await startJwtApp(t, 'stub', { issuer: keys.issuer, jwksUrl: keys.url, maxClients }, { rateLimitPerMinute: 2 })
   t.same([(await app.create(TOKEN)).status, (await app.create(TOKEN)).status, (await app.create(TOKEN)).status], [200, 200, 429], 'the static token: two creates, then 429')
   // One create each for half as many clients again as the bound, 8 at a time.
   const clients = Array.from({ length: maxClients * 1.5 }, (_, i) => `client-${i}`)

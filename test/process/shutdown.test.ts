@@ -1,12 +1,10 @@
 import t from 'tap'
 import http from 'node:http'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { forEachBackend, createTestDatabase } from '../helper.js'
 import { freePort, jsonLines, stageRuntime, startBuiltServer } from '../support/processes.js'
 import { storedPlants } from '../support/database.js'
+import { migratedTempDataDir } from '../support/pglite-template.js'
 
 // server.ts drains in-flight requests for this long after SIGTERM.
 const SHUTDOWN_GRACE_MS = 5_000
@@ -35,9 +33,7 @@ t.before(async () => { runtime = await stageRuntime() })
 forEachBackend(t, `SIGTERM during ${TOTAL} creates over ${CONNECTIONS} keep-alive connections`, async (t, backend) => {
   const testDb = backend === 'postgres' ? await createTestDatabase('postgres') : undefined
   if (testDb !== undefined) t.teardown(() => testDb.drop())
-  const dir = mkdtempSync(join(tmpdir(), 'plant-store-shutdown-'))
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  const pgliteDir = join(dir, 'pglite')
+  const pgliteDir = await migratedTempDataDir(t)
   const port = await freePort()
   const server = startBuiltServer(t, runtime, {
     NODE_ENV: 'production',

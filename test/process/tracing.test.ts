@@ -3,7 +3,8 @@ import { createServer, type IncomingMessage } from 'node:http'
 import { once } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Writable } from 'node:stream'
-import { jsonHeaders, createTestDatabase, testConfig, type Teardown } from '../helper.js'
+import { jsonHeaders, testConfig, type Teardown } from '../helper.js'
+import { stubStore } from '../support/stub-store.js'
 import { request } from '../support/http.js'
 import { startServerProcess } from '../support/processes.js'
 import { buildApp } from '../../app.js'
@@ -120,8 +121,8 @@ t.test('OTLP/HTTP protobuf is the default encoding', async (t) => {
 t.test('without OTEL_EXPORTER_OTLP_ENDPOINT: no SDK, and a caller\'s trace id still on every log line', async (t) => {
   const logs: Array<Record<string, unknown>> = []
   const stream = new Writable({ write (chunk, _encoding, done) { logs.push(JSON.parse(String(chunk))); done() } })
-  const testDb = await createTestDatabase('pglite')
-  const app = await buildApp({ config: testConfig(testDb.database), logger: { level: 'info', stream } })
+  // Log lines, not rows: the app runs over the stub store.
+  const app = await buildApp({ config: testConfig({ kind: 'pglite', dataDir: 'memory://' }), logger: { level: 'info', stream }, store: stubStore() })
   t.teardown(() => app.close())
   const url = await app.listen({ port: 0, host: '127.0.0.1' })
   t.notOk(app.hasPlugin('@fastify/otel'), 'the instrumentation is not registered')

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { parse } from 'yaml'
-import { composeOk, containers, runningIds, type Project } from '../deploy/compose-project.js'
-import { docker, dockerOk, type Run } from '../deploy/docker.js'
+import { composeOk, containers, runningIds, type Project } from './compose-project.js'
+import { docker, dockerOk, type Run } from './docker.js'
 import { activeAlerts, activeTargets } from './prometheus.js'
 
 // docker-compose.monitoring.yml in the compose test: the alert rules' own

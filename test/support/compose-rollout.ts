@@ -2,9 +2,9 @@ import { type Test } from 'tap'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { compose, composeOk, proxyPassedOn, runningIds, shell, storedAfterLoad, type Client, type Project } from '../deploy/compose-project.js'
-import { loadFigures, startCreateLoad, type Answer } from '../deploy/create-load.js'
-import { dockerOk } from '../deploy/docker.js'
+import { compose, composeOk, proxyPassedOn, runningIds, shell, storedAfterLoad, type Client, type Project } from './compose-project.js'
+import { loadFigures, startCreateLoad, type Answer } from './create-load.js'
+import { dockerOk } from './docker.js'
 
 // deploy/rollout.sh in the compose test: a new image deployed to the three
 // replicas behind the proxy while creates go through it 8 at a time, the

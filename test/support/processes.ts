@@ -1,20 +1,20 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
-import { createHash } from 'node:crypto'
 import { once } from 'node:events'
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs'
+import { cpSync, mkdirSync, readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
-import { join, relative } from 'node:path'
+import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { fileURLToPath } from 'node:url'
 import { TOKEN, type Teardown } from '../helper.js'
+import { buildOnce, inputsHash, root } from './build-once.js'
+import { migratedDataDir } from './pglite-template.js'
 
 // The one way tests (and the benchmark's port and memory readings) run the
 // service as a process: spawnProcess runs any command; startBuiltServer runs
 // the compiled server as the image does; startServerProcess runs
 // server.ts through tsx and waits until it listens.
 
-export const root = fileURLToPath(new URL('../..', import.meta.url))
+export { root }
 
 // The runtime the image holds, laid out as the Dockerfile's last stage lays
 // it out: package.json, dist/ compiled from this tree, migrations/ beside it.
@@ -24,49 +24,14 @@ export const root = fileURLToPath(new URL('../..', import.meta.url))
 // files another file's server is running from.
 const cacheDir = join(root, 'node_modules', '.cache', 'plant-store-runtime')
 const inputs = ['app.ts', 'server.ts', 'src', 'plugins', 'routes', 'migrations', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json']
-const BUILD_WAIT_MS = 180_000
-
-function listFiles (path: string): string[] {
-  if (!statSync(path).isDirectory()) return [path]
-  return readdirSync(path).sort().flatMap((name) => listFiles(join(path, name)))
-}
-
-function inputsHash (): string {
-  const hash = createHash('sha256')
-  for (const file of inputs.flatMap((p) => listFiles(join(root, p)))) {
-    hash.update(relative(root, file)).update('\0').update(readFileSync(file)).update('\0')
-  }
-  return hash.digest('hex').slice(0, 16)
-}
 
 export async function stageRuntime (): Promise<string> {
-  const dir = join(cacheDir, inputsHash())
-  const lock = `${dir}.lock`
-  mkdirSync(cacheDir, { recursive: true })
-  const started = Date.now()
-  while (!existsSync(dir)) {
-    if (Date.now() - started > BUILD_WAIT_MS) throw new Error(`no runtime build at ${dir} after ${BUILD_WAIT_MS} ms`)
-    try {
-      mkdirSync(lock)
-    } catch {
-      // Another test file is compiling; a lock left by a killed run goes stale.
-      if (existsSync(lock) && Date.now() - statSync(lock).mtimeMs > BUILD_WAIT_MS) rmSync(lock, { recursive: true, force: true })
-      await sleep(250)
-      continue
-    }
-    try {
-      const partial = `${dir}.partial`
-      rmSync(partial, { recursive: true, force: true })
-      mkdirSync(partial)
-      execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', join(partial, 'dist')], { cwd: root, stdio: 'inherit' })
-      cpSync(join(root, 'migrations'), join(partial, 'migrations'), { recursive: true })
-      cpSync(join(root, 'package.json'), join(partial, 'package.json'))
-      renameSync(partial, dir)
-    } finally {
-      rmSync(lock, { recursive: true, force: true })
-    }
-  }
-  return dir
+  return await buildOnce(join(cacheDir, inputsHash(inputs)), async (partial) => {
+    mkdirSync(partial)
+    execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', join(partial, 'dist')], { cwd: root, stdio: 'inherit' })
+    cpSync(join(root, 'migrations'), join(partial, 'migrations'), { recursive: true })
+    cpSync(join(root, 'package.json'), join(partial, 'package.json'))
+  })
 }
 
 // A port nothing listens on right now, from the OS (never a fixed one).
@@ -196,13 +161,16 @@ export interface SourceServer {
 }
 
 export interface SourceServerOptions {
-  // Unset: embedded PGlite in memory.
+  // Unset, and no PGLITE_DATA_DIR in env: embedded PGlite on a copy of the
+  // migrated template (test/support/pglite-template.ts), removed when the
+  // process exits.
   databaseUrl?: string
   env?: Record<string, string>
   startTimeoutMs?: number
 }
 
 export async function startServerProcess (opts: SourceServerOptions): Promise<SourceServer> {
+  const pglite = opts.databaseUrl === undefined && opts.env?.PGLITE_DATA_DIR === undefined ? await migratedDataDir() : undefined
   const proc = launch(['node', '--import', 'tsx', 'server.ts'], root, {
     HOME: process.env.HOME ?? '',
     NODE_ENV: 'test',
@@ -210,9 +178,11 @@ export async function startServerProcess (opts: SourceServerOptions): Promise<So
     HOST: '127.0.0.1',
     LOG_LEVEL: 'info',
     API_TOKENS: TOKEN,
-    ...(opts.databaseUrl === undefined ? { PGLITE_DATA_DIR: 'memory://' } : { DATABASE_URL: opts.databaseUrl }),
+    ...(pglite === undefined ? {} : { PGLITE_DATA_DIR: pglite.dataDir }),
+    ...(opts.databaseUrl === undefined ? {} : { DATABASE_URL: opts.databaseUrl }),
     ...opts.env
   })
+  proc.exited.then(() => pglite?.remove(), () => {})
   const { child } = proc
   const logs: Array<Record<string, unknown>> = []
   const text: string[] = []

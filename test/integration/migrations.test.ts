@@ -14,7 +14,7 @@ const silent = pino({ level: 'silent' })
 const latestVersion = Math.max(...readdirSync(migrationsDir).flatMap((f) => /^(\d+)\.do\./.exec(f)?.[1] ?? []).map(Number))
 
 forEachBackend(t, 'migrations create the plants table as the contract describes', async (t, backend) => {
-  const testDb = await createTestDatabase(backend)
+  const testDb = await createTestDatabase(backend, { empty: true })
   const db: Db = testDb.database.kind === 'postgres'
     ? openPostgres({ url: testDb.database.url, timeoutMs: 5000, log: silent })
     : await openPglite(testDb.database.dataDir)

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
-import { freePort } from '../support/processes.js'
+import { freePort } from './processes.js'
 
 export const PG_BIN = '/usr/lib/postgresql/15/bin'
 const PACKAGES = ['patroni', 'etcd-server', 'etcd-client', 'haproxy', 'python3-etcd', 'python3-psycopg2']

@@ -2,13 +2,13 @@ import { type Test } from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { migrationVersions } from '../support/postgres.js'
-import { jsonLines } from '../support/processes.js'
+import { migrationVersions } from './postgres.js'
+import { jsonLines } from './processes.js'
 import {
   accessLines, compose, containers, create, proxyPassedOn, runningIds, sql, storedAfterLoad, waitHealthy, type AccessLine, type Client, type Project
 } from './compose-project.js'
-import { alertWhenDatabaseStops, scrapesEveryReplica } from '../support/compose-monitoring.js'
-import { rolloutUnderLoad } from '../support/compose-rollout.js'
+import { alertWhenDatabaseStops, scrapesEveryReplica } from './compose-monitoring.js'
+import { rolloutUnderLoad } from './compose-rollout.js'
 import { startCreateLoad } from './create-load.js'
 import { docker, dockerOk } from './docker.js'
 

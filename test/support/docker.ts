@@ -2,7 +2,7 @@ import { execFile, spawnSync } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { root } from '../support/processes.js'
+import { root } from './processes.js'
 
 // A Docker engine for the container and compose tests, the way CI and people
 // get one:

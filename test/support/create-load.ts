@@ -1,5 +1,5 @@
 import http from 'node:http'
-import { request } from '../support/http.js'
+import { request } from './http.js'
 
 // A steady create load over real HTTP: `connections` clients, each sending
 // its next create as soon as the last one is answered, every create with an
