@@ -35,6 +35,9 @@ const MIN_PACE = 1024
 const MAX_EVENT_LOOP_DELAY_MS = 250
 const SAMPLE_INTERVAL_MS = 200
 const LATE_READINGS = 3
+// The share of a sample the loop spent working past which it is saturated:
+// then large bodies are admitted one at a time (see loopReadings).
+const SATURATED = 0.9
 
 interface Body { declared: number, since: number, socket: Socket | undefined, bytesAtStart: number }
 
@@ -51,7 +54,8 @@ async function loadShedding (fastify: FastifyInstance, opts: LoadSheddingOptions
     if (large) {
       const inFlight = weighBodies(bodies, fastify.server.requestTimeout)
       // One body is always admitted, however large: the budget holds several.
-      full = inFlight > 0 && inFlight + size > BODIES_IN_FLIGHT * bodyLimit
+      const budget = loop.saturated ? bodyLimit : BODIES_IN_FLIGHT * bodyLimit
+      full = inFlight > 0 && inFlight + size > budget
     }
     if (loop.behind || full) {
       const why = loop.behind ? 'the event loop is behind' : 'too many request bodies are in progress'
@@ -68,20 +72,28 @@ async function loadShedding (fastify: FastifyInstance, opts: LoadSheddingOptions
   })
 }
 
-// The loop's reading, every SAMPLE_INTERVAL_MS. Behind: late only after
+// The loop's two readings, every SAMPLE_INTERVAL_MS. Behind: late only after
 // LATE_READINGS late readings in a row, as a long turn or two (a large body,
-// start-up) are over by the time they are measured.
-async function loopReadings (fastify: FastifyInstance, maxEventLoopDelayMs: number): Promise<{ behind: boolean }> {
+// start-up) are over by the time they are measured. Saturated: busy nearly
+// all of the last sample. Node accepts one waiting connection per turn of
+// the loop, so while a burst's connections wait, every large body admitted
+// lengthens the turns, the burst lasts longer and yet more bodies are
+// admitted; a probe's connection waits behind them all.
+async function loopReadings (fastify: FastifyInstance, maxEventLoopDelayMs: number): Promise<{ behind: boolean, saturated: boolean }> {
   // Only its sampler: with no threshold given it adds no hook, and the
   // decision (with an Error-shaped answer) is made here.
   await fastify.register(underPressure, { sampleInterval: SAMPLE_INTERVAL_MS })
-  const readings = { behind: false }
+  const readings = { behind: false, saturated: false }
   let reading: NodeJS.Timeout | undefined
   fastify.addHook('onReady', async () => {
     let late = 0
+    let last = performance.eventLoopUtilization()
     reading = setInterval(() => {
       late = fastify.memoryUsage().eventLoopDelay > maxEventLoopDelayMs ? late + 1 : 0
       readings.behind = late >= LATE_READINGS
+      const now = performance.eventLoopUtilization()
+      readings.saturated = performance.eventLoopUtilization(now, last).utilization >= SATURATED
+      last = now
     }, SAMPLE_INTERVAL_MS).unref()
   })
   fastify.addHook('onClose', async () => { clearInterval(reading) })
@@ -96,9 +108,13 @@ function weighBodies (bodies: Set<Body>, timeoutMs: number): number {
   for (const body of bodies) {
     const elapsed = now - body.since
     // A stand-in socket (app.inject) tells no bytes: its body weighs what it declared.
-    const arrived = body.socket === undefined ? body.declared : Math.min(body.declared, body.socket.bytesRead - body.bytesAtStart)
+    if (elapsed < YOUNG_MS || body.socket === undefined) {
+      bytes += body.declared
+      continue
+    }
+    const arrived = Math.min(body.declared, body.socket.bytesRead - body.bytesAtStart)
     const pace = timeoutMs > 0 ? body.declared / timeoutMs * 1000 : MIN_PACE
-    bytes += elapsed < YOUNG_MS || arrived * 1000 >= pace * elapsed ? body.declared : arrived
+    bytes += arrived * 1000 >= pace * elapsed ? body.declared : arrived
   }
   return bytes
 }
