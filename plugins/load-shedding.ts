@@ -35,9 +35,10 @@ const MIN_PACE = 1024
 const MAX_EVENT_LOOP_DELAY_MS = 250
 const SAMPLE_INTERVAL_MS = 200
 const LATE_READINGS = 3
-// The share of a sample the loop spent working past which it is saturated:
-// then large bodies are admitted one at a time (see loopReadings).
+// The share of a sample the loop spent working past which it is saturated
+// (see loopReadings), and the share below which it no longer is.
 const SATURATED = 0.9
+const UNSATURATED = 0.5
 
 interface Body { declared: number, since: number, socket: Socket | undefined, bytesAtStart: number }
 
@@ -46,6 +47,7 @@ async function loadShedding (fastify: FastifyInstance, opts: LoadSheddingOptions
   const loop = await loopReadings(fastify, maxEventLoopDelayMs)
   const bodies = new Set<Body>()
   const smallBody = bodyLimit / SMALL_BODY_SHARE
+  let lastAdmitted = -Infinity
 
   fastify.addHook('onRequest', (request, reply, done) => {
     const size = bodySize(request, bodyLimit)
@@ -53,9 +55,12 @@ async function loadShedding (fastify: FastifyInstance, opts: LoadSheddingOptions
     let full = false
     if (large) {
       const inFlight = weighBodies(bodies, fastify.server.requestTimeout)
-      // One body is always admitted, however large: the budget holds several.
+      // While the loop has time one body is always admitted, however large:
+      // the budget holds several. A saturated loop takes one at a time, and
+      // one a sample at most.
       const budget = loop.saturated ? bodyLimit : BODIES_IN_FLIGHT * bodyLimit
-      full = inFlight > 0 && inFlight + size > budget
+      const paced = loop.saturated && performance.now() - lastAdmitted < SAMPLE_INTERVAL_MS
+      full = paced || (inFlight > 0 && inFlight + size > budget)
     }
     if (loop.behind || full) {
       const why = loop.behind ? 'the event loop is behind' : 'too many request bodies are in progress'
@@ -66,6 +71,7 @@ async function loadShedding (fastify: FastifyInstance, opts: LoadSheddingOptions
       const socket = request.raw.socket instanceof Socket ? request.raw.socket : undefined
       const body = { declared: size, since: performance.now(), socket, bytesAtStart: socket?.bytesRead ?? 0 }
       bodies.add(body)
+      lastAdmitted = body.since
       reply.raw.once('close', () => { bodies.delete(body) })
     }
     done()
@@ -75,10 +81,12 @@ async function loadShedding (fastify: FastifyInstance, opts: LoadSheddingOptions
 // The loop's two readings, every SAMPLE_INTERVAL_MS. Behind: late only after
 // LATE_READINGS late readings in a row, as a long turn or two (a large body,
 // start-up) are over by the time they are measured. Saturated: busy nearly
-// all of the last sample. Node accepts one waiting connection per turn of
-// the loop, so while a burst's connections wait, every large body admitted
-// lengthens the turns, the burst lasts longer and yet more bodies are
-// admitted; a probe's connection waits behind them all.
+// all of a sample, and so until a sample finds it idle half the time (a burst
+// whose sender is slow leaves the loop short waits, which end nothing).
+// Node accepts one waiting connection per turn of the loop, so while a
+// burst's connections wait, every large body admitted lengthens the turns,
+// the burst lasts longer and yet more bodies are admitted; a probe's
+// connection waits behind them all.
 async function loopReadings (fastify: FastifyInstance, maxEventLoopDelayMs: number): Promise<{ behind: boolean, saturated: boolean }> {
   // Only its sampler: with no threshold given it adds no hook, and the
   // decision (with an Error-shaped answer) is made here.
@@ -92,7 +100,8 @@ async function loopReadings (fastify: FastifyInstance, maxEventLoopDelayMs: numb
       late = fastify.memoryUsage().eventLoopDelay > maxEventLoopDelayMs ? late + 1 : 0
       readings.behind = late >= LATE_READINGS
       const now = performance.eventLoopUtilization()
-      readings.saturated = performance.eventLoopUtilization(now, last).utilization >= SATURATED
+      const utilization = performance.eventLoopUtilization(now, last).utilization
+      readings.saturated = utilization >= (readings.saturated ? UNSATURATED : SATURATED)
       last = now
     }, SAMPLE_INTERVAL_MS).unref()
   })
