@@ -4,8 +4,8 @@ import { HttpError } from './http-error.js'
 //   - One scan of the text first bounds the nesting before anything recurses, counts members (':' outside strings)
 //     and notices a number that needs its text: only then is a reviver used, which costs a plain parse three times.
 //   - A key twice: the value holds fewer keys than the text has members.
-//   - V8 in Node 24 (and 26 before 26.12) can misread a key with an escape: such a body is read again with plain
-//     placeholders for those keys, each key decoded alone (which V8 reads right).
+//   - V8 in Node 24 (and 26 before 26.12) can misread a key with an escape: such a body is read again with each of
+//     those keys decoded alone (which V8 reads right) and written back plainly, or as a placeholder where it cannot be.
 // "__proto__" stays plain data: JSON.parse makes it an own property.
 
 export class JsonBodyError extends HttpError {
@@ -27,7 +27,8 @@ export function parseJsonBody (bytes: Uint8Array): unknown {
   }
   const { members, needsText } = scan(text)
   const parsed = parse(text, needsText)
-  const value = countKeys(parsed) === members && !text.includes('\\') ? parsed : checkKeys(text, parsed, needsText)
+  // A text with an escape takes the second path whatever its count of keys.
+  const value = !text.includes('\\') && countKeys(parsed) === members ? parsed : checkKeys(text, parsed, needsText)
   if (sawBigInt && typeof value === 'object' && value !== null) withBigInts.add(value)
   return value
 }
@@ -113,7 +114,7 @@ function countKeys (value: unknown): number {
   return keys
 }
 
-interface TextKey { key: string, start: number, end: number, object: number }
+interface TextKey { key: string, start: number, end: number, object: number, escaped: boolean }
 
 // The slow path, for a body with a key twice or an escape.
 function checkKeys (text: string, value: unknown, needsText: boolean): unknown {
@@ -128,8 +129,8 @@ function checkKeys (text: string, value: unknown, needsText: boolean): unknown {
     }
     seen.add(id)
   }
-  const escaped = written.filter(({ start, end }) => text.slice(start, end).includes('\\'))
-  return escaped.length === 0 ? value : readWithPlaceholders(text, written, escaped, needsText)
+  const escaped = written.filter((key) => key.escaped)
+  return escaped.length === 0 ? value : readEscapedKeys(text, written, escaped, needsText)
 }
 
 // Every key of a valid JSON text, decoded alone, with its object's number
@@ -143,7 +144,12 @@ function textKeys (text: string): TextKey[] {
     const c = text.charCodeAt(i)
     if (c === 0x22 /* " */) {
       const end = stringEnd(text, i)
-      if (keyNext) keys.push({ key: JSON.parse(text.slice(i, end + 1)) as string, start: i, end: end + 1, object: open.at(-1) as number })
+      if (keyNext) {
+        // Without a backslash a key is its text: only an escaped one needs decoding.
+        const raw = text.slice(i + 1, end)
+        const escaped = raw.includes('\\')
+        keys.push({ key: escaped ? JSON.parse(text.slice(i, end + 1)) as string : raw, start: i, end: end + 1, object: open.at(-1) as number, escaped })
+      }
       keyNext = false
       i = end
     } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
@@ -158,20 +164,34 @@ function textKeys (text: string): TextKey[] {
   return keys
 }
 
-// Placeholders no key of the text starts with, renamed after the parse.
-function readWithPlaceholders (text: string, written: TextKey[], escaped: TextKey[], needsText: boolean): unknown {
-  let prefix = '@'
-  while (written.some(({ key }) => key.startsWith(prefix))) prefix += '@'
+// Each escaped key written again without escapes ("\u0061" as "a"), which
+// the runtime reads right, so one parse gives the value. A key that cannot
+// be written without one (a quote, a backslash, a control character, a lone
+// surrogate) becomes a placeholder no key of the text starts with, renamed
+// after the parse.
+function readEscapedKeys (text: string, written: TextKey[], escaped: TextKey[], needsText: boolean): unknown {
+  let prefix: string | undefined
   const real = new Map<string, string>()
   let rewritten = ''
   let from = 0
   for (const { key, start, end } of escaped) {
-    const placeholder = `${prefix}${real.size}`
-    real.set(placeholder, key)
-    rewritten += `${text.slice(from, start)}"${placeholder}"`
+    let plain = JSON.stringify(key)
+    if (plain.includes('\\')) {
+      if (prefix === undefined) prefix = placeholderPrefix(written)
+      plain = `"${prefix}${real.size}"`
+      real.set(plain.slice(1, -1), key)
+    }
+    rewritten += text.slice(from, start) + plain
     from = end
   }
-  return copy(parse(rewritten + text.slice(from), needsText), (key) => real.get(key) ?? key, (leaf) => leaf)
+  const value = parse(rewritten + text.slice(from), needsText)
+  return real.size === 0 ? value : copy(value, (key) => real.get(key) ?? key, (leaf) => leaf)
+}
+
+function placeholderPrefix (written: TextKey[]): string {
+  let prefix = '@'
+  while (written.some(({ key }) => key.startsWith(prefix))) prefix += '@'
+  return prefix
 }
 
 // Bigints as numbers (whole and range-checked already); the handler keeps the exact bigint.

@@ -75,6 +75,35 @@ forEachBackend(t, 'bodies in flight past the budget are shed before they are rea
   t.same((await rows()).map((r) => r.id).sort(), ['1', '100', '2', '3', '4'], 'the shed create is not stored')
 })
 
+forEachBackend(t, 'a saturated event loop admits one large body at a time', async (t, backend) => {
+  const { app } = await buildTestApp(t, backend, { bodyLimit: BODY_LIMIT })
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const { port } = app.server.address() as AddressInfo
+  const create = async (id: number): Promise<number> => (await request(`http://127.0.0.1:${port}/plants`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    body: fullBody(id)
+  })).status
+
+  const held = await heldCreate(port, 1)
+  t.equal(await create(2), 200, 'beside one body in progress, another is admitted while the loop has time')
+  // Turns of 20 ms back to back: the loop is busy all the time, yet never late.
+  const busy = setInterval(() => {
+    const until = Date.now() + 20
+    while (Date.now() < until);
+  }, 0)
+  let status: number | undefined
+  for (let id = 3; id < 50 && status !== 503; id++) status = await create(id)
+  clearInterval(busy)
+  t.equal(status, 503, 'while it is saturated, a second large body is shed')
+  for (let id = 100; id < 150 && status !== 200; id++) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    status = await create(id)
+  }
+  t.equal(status, 200, 'admitted again once the loop has time')
+  t.match(parseAnswers(await held.send()).map((a) => a.status), [200], 'the body in progress is stored all along')
+})
+
 t.test('a late event loop sheds new requests until it catches up', async (t) => {
   const app = Fastify()
   await app.register(loadShedding, { bodyLimit: BODY_LIMIT, maxEventLoopDelayMs: 20 })

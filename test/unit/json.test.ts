@@ -211,6 +211,9 @@ t.test('rule 7: strings and escapes', async t => {
   t.equal(parse('"\\udc00\\ud800"'), '\udc00\ud800', 'reversed halves stay two lone surrogates')
   t.equal(parse('"x\\u0000y"'), 'x\u0000y', '\\u0000 is returned as is')
   t.same(parse('{"\\ud800":1,"k\\ty":"v\\n"}'), { '\ud800': 1, 'k\ty': 'v\n' }, 'keys are unescaped too')
+  // An escaped key is written again plainly where it can be, else as a placeholder no key starts with.
+  t.same(parse('{"@0":1,"\\u0040\\u0030x":2,"\\"":3,"\\u0061":4,"b":{"\\u0062":[5],"\\\\":6}}'),
+    { '@0': 1, '@0x': 2, '"': 3, a: 4, b: { b: [5], '\\': 6 } }, 'plain and placeholder keys side by side')
   t.equal(parse('"\u007f\u0080\u2028\u2029\ufffd"'), '\u007f\u0080\u2028\u2029\ufffd', 'only characters below U+0020 need escaping')
 
   // Long strings, escaped quotes and backslashes: the counting pass must find
