@@ -1,10 +1,10 @@
 import t from 'tap'
 import http from 'node:http'
 import { readFileSync } from 'node:fs'
-import { performance } from 'node:perf_hooks'
 import { createTestDatabase, forEachBackend, TOKEN } from '../helper.js'
 import { root, spawnProcess, startServerProcess, type SourceServer } from '../support/processes.js'
 import { startLivenessProbe, type Probe } from '../support/liveness-probe.js'
+import { bigCreate, type Answer } from '../support/big-creates.js'
 
 // Overload sheds before it stalls: bursts of 300 concurrent creates of 1 MB
 // each (a body just under BODY_LIMIT) on 2 cores. Past what the service can
@@ -27,8 +27,6 @@ const MACHINE_SLACK_MS = 1500
 // speed figure, and a first burst on a cold process went past any bound
 // tight enough to mean something. What shedding promises is asserted
 // instead: some creates of every burst are refused before their body is read.
-// A create that stalls past this is a hang, not overload.
-const ANSWER_LIMIT_MS = 60_000
 
 // A trivial HTTP server: its probe's latency is the machine's, not the service's.
 const CONTROL = "const s = require('node:http').createServer((q, r) => r.end('ok')).listen(0, '127.0.0.1', () => console.log('http://127.0.0.1:' + s.address().port))"
@@ -37,49 +35,6 @@ const CONTROL = "const s = require('node:http').createServer((q, r) => r.end('ok
 function cpuMs (pid: number): number {
   const fields = (readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1] ?? '').split(' ')
   return (Number(fields[11]) + Number(fields[12])) * 1000 / 100
-}
-
-interface Answer { id: number, status: number, retryAfter: string | undefined, ms: number, message?: string }
-
-const filler = Buffer.alloc(NAME_BYTES, 'x')
-
-// One create of a 1 MB name on a connection of its own, with the start of
-// its answer's body. Status 0: the
-// connection ended before an answer arrived (a shed answer the close may
-// destroy while the client still sends; its outcome is not claimed).
-async function bigCreate (url: string, id: number): Promise<Answer> {
-  const head = Buffer.from(`{"id":${id},"name":"${id} `)
-  const tail = Buffer.from('"}')
-  const started = performance.now()
-  return await new Promise((resolve) => {
-    let answered = false
-    const answer = (status: number, retryAfter?: string, message?: string): void => {
-      if (answered) return
-      answered = true
-      resolve({ id, status, retryAfter, ms: performance.now() - started, message })
-    }
-    const req = http.request(`${url}/plants`, {
-      method: 'POST',
-      agent: false,
-      timeout: ANSWER_LIMIT_MS,
-      headers: {
-        authorization: `Bearer ${TOKEN}`,
-        'content-type': 'application/json',
-        'content-length': head.length + filler.length + tail.length
-      }
-    }, (res) => {
-      const retryAfter = res.headers['retry-after']
-      let text = ''
-      res.on('data', (c: Buffer) => { if (text.length < 200) text += c.toString() })
-      res.on('end', () => answer(res.statusCode ?? 0, retryAfter, text))
-      res.on('error', () => answer(res.statusCode ?? 0, retryAfter))
-    })
-    req.on('timeout', () => req.destroy())
-    req.on('error', () => answer(0))
-    req.write(head)
-    req.write(filler)
-    req.end(tail)
-  })
 }
 
 // Whether a create's id is stored, over HTTP on either backend: a small
@@ -129,7 +84,7 @@ async function burst (server: SourceServer, controlUrl: string, firstId: number,
   await new Promise((resolve) => setTimeout(resolve, 500))
   const pid = server.child.pid as number
   const cpuBefore = cpuMs(pid)
-  const answers = await Promise.all(Array.from({ length: creates }, async (_, i) => await bigCreate(server.url, firstId + i)))
+  const answers = await Promise.all(Array.from({ length: creates }, async (_, i) => await bigCreate(server.url, firstId + i, NAME_BYTES)))
   const cpu = cpuMs(pid) - cpuBefore
   return { answers, liveness: await probe.stop(), control: await controlProbe.stop(), cpuMs: cpu }
 }
