@@ -39,6 +39,10 @@ const LATE_READINGS = 3
 // (see loopReadings), and the share below which it no longer is.
 const SATURATED = 0.9
 const UNSATURATED = 0.5
+// A body this large costs the loop milliseconds to read, store and answer:
+// while the loop is saturated such bodies are taken one at a time. Smaller
+// ones, whatever BODY_LIMIT is, never meet that rule.
+const COSTLY_BODY = 64 * 1024
 
 interface Body { declared: number, since: number, socket: Socket | undefined, bytesAtStart: number }
 
@@ -48,19 +52,25 @@ async function loadShedding (fastify: FastifyInstance, opts: LoadSheddingOptions
   const bodies = new Set<Body>()
   const smallBody = bodyLimit / SMALL_BODY_SHARE
   let lastAdmitted = -Infinity
+  let lastRefused = -Infinity
 
   fastify.addHook('onRequest', (request, reply, done) => {
     const size = bodySize(request, bodyLimit)
     const large = size > smallBody
     let full = false
+    let oneAtATime = false
     if (large) {
       const inFlight = weighBodies(bodies, fastify.server.requestTimeout)
-      // While the loop has time one body is always admitted, however large:
-      // the budget holds several. A saturated loop takes one at a time, and
-      // one a sample at most.
-      const budget = loop.saturated ? bodyLimit : BODIES_IN_FLIGHT * bodyLimit
-      const paced = loop.saturated && performance.now() - lastAdmitted < SAMPLE_INTERVAL_MS
+      const now = performance.now()
+      // One body is always admitted, however large: the budget holds several.
+      // A saturated loop takes costly bodies one at a time and, while others
+      // are being refused, one a sample at most, so it has turns to accept
+      // waiting connections; a client sending one after another is never refused.
+      oneAtATime = loop.saturated && size >= COSTLY_BODY
+      const budget = oneAtATime ? bodyLimit : BODIES_IN_FLIGHT * bodyLimit
+      const paced = oneAtATime && now - lastAdmitted < SAMPLE_INTERVAL_MS && now - lastRefused < SAMPLE_INTERVAL_MS
       full = paced || (inFlight > 0 && inFlight + size > budget)
+      if (full && oneAtATime) lastRefused = now
     }
     if (loop.behind || full) {
       const why = loop.behind ? 'the event loop is behind' : 'too many request bodies are in progress'
@@ -71,7 +81,7 @@ async function loadShedding (fastify: FastifyInstance, opts: LoadSheddingOptions
       const socket = request.raw.socket instanceof Socket ? request.raw.socket : undefined
       const body = { declared: size, since: performance.now(), socket, bytesAtStart: socket?.bytesRead ?? 0 }
       bodies.add(body)
-      lastAdmitted = body.since
+      if (oneAtATime) lastAdmitted = body.since
       reply.raw.once('close', () => { bodies.delete(body) })
     }
     done()
