@@ -155,7 +155,7 @@ function writeLastAnswer (socket: Socket, status: number, reqId: string, message
 const IDLE_MS = 500
 const afterClose = new WeakMap<Socket, () => void>()
 
-function whileSending (socket: Socket, bodyLimit: number): void {
+function bytesAfterClose (socket: Socket, bodyLimit: number): void {
   const more = afterClose.get(socket)
   if (more !== undefined) return more()
   const from = socket.bytesRead
@@ -179,7 +179,7 @@ function clientErrorHandler (this: FastifyInstance, err: Error & { code?: string
     return
   }
   // Node's parser refuses each chunk sent after Connection: close.
-  if (err.code === 'HPE_CLOSED_CONNECTION') return whileSending(socket, this.initialConfig.bodyLimit ?? 0)
+  if (err.code === 'HPE_CLOSED_CONNECTION') return bytesAfterClose(socket, this.initialConfig.bodyLimit ?? 0)
   const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400
   const reqId = newRequestId()
   if (!writeLastAnswer(socket, status, reqId)) return
