@@ -188,10 +188,16 @@ function readEscapedKeys (text: string, written: TextKey[], escaped: TextKey[], 
   return real.size === 0 ? value : copy(value, (key) => real.get(key) ?? key, (leaf) => leaf)
 }
 
+// One '@' more than the longest run of '@' any key starts with: no key can
+// start with it, and finding it reads each key's leading '@'s once.
 function placeholderPrefix (written: TextKey[]): string {
-  let prefix = '@'
-  while (written.some(({ key }) => key.startsWith(prefix))) prefix += '@'
-  return prefix
+  let longest = 0
+  for (const { key } of written) {
+    let run = 0
+    while (key.charCodeAt(run) === 0x40 /* @ */) run++
+    if (run > longest) longest = run
+  }
+  return '@'.repeat(longest + 1)
 }
 
 // Bigints as numbers (whole and range-checked already); the handler keeps the exact bigint.
