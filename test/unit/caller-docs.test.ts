@@ -25,3 +25,10 @@ t.test('the README\'s curl sets TOKEN before it uses it', async (t) => {
   const set = readme.search(/^TOKEN=/m)
   t.ok(set !== -1 && set < use, 'TOKEN= comes first')
 })
+
+t.test('docs/api.md names the generator versions the lock file pins and the test runs', async (t) => {
+  const api = await read('docs/api.md')
+  const pkg = JSON.parse(await read('package.json')) as { devDependencies: Record<string, string> }
+  t.match(api, `**hey-api** (\`@hey-api/openapi-ts\` ${pkg.devDependencies['@hey-api/openapi-ts']})`)
+  t.match(api, `**orval** (${pkg.devDependencies.orval})`)
+})
