@@ -32,3 +32,11 @@ t.test('docs/api.md names the generator versions the lock file pins and the test
   t.match(api, `**hey-api** (\`@hey-api/openapi-ts\` ${pkg.devDependencies['@hey-api/openapi-ts']})`)
   t.match(api, `**orval** (${pkg.devDependencies.orval})`)
 })
+
+// The README is the newcomer's page: what to run and where to read on. It is
+// held to 10 KiB; the detail lives in docs/.
+t.test('the README stays within 10 KiB and keeps the set-up and test commands', async (t) => {
+  const readme = await read('README.md')
+  t.ok(Buffer.byteLength(readme) <= 10 * 1024, `${Buffer.byteLength(readme)} bytes`)
+  for (const command of ['npm ci', 'npm start', 'npm test']) t.match(readme, new RegExp(`^${command}\\b|\`${command}\``, 'm'), command)
+})
