@@ -1,6 +1,8 @@
 import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
-import { checkHost, ConfigError, listenError, loadConfig, preparePgliteDataDir } from './src/config.js'
+import { once } from 'node:events'
+import { createServer } from 'node:net'
+import { checkHost, ConfigError, listenError, loadConfig, preparePgliteDataDir, type Config } from './src/config.js'
 import { buildApp } from './app.js'
 import { EXAMPLE_PLANT } from './src/schemas.js'
 import { flushLog, logDestination, loggerOptions } from './src/logger.js'
@@ -25,6 +27,7 @@ try {
   loaded = loadConfig()
   preparePgliteDataDir(loaded.config.database)
   await checkHost(loaded.config.host)
+  await checkPorts(loaded.config)
 } catch (err) {
   if (err instanceof ConfigError) await fail(err.message)
   throw err
@@ -68,11 +71,31 @@ try {
     )
   }
 } catch (err) {
-  // The metrics listener names its own variable; anything else is the API's.
-  const refusal = err instanceof ConfigError ? err : listenError('PORT', config.host, config.port, err)
-  app.log.fatal({ err }, 'cannot listen')
+  const message = listenFailure(err)
   await app.close().catch(() => {})
-  await fail(refusal.message)
+  await fail(message)
+}
+
+// A port taken since checkPorts, or an address that is not this machine's: its one line, as checkPorts gives it (the
+// metrics listener names its own variable). Anything else is unexpected, and its stack goes to the log first.
+function listenFailure (err: unknown): string {
+  if (err instanceof ConfigError) return err.message
+  if ((err as NodeJS.ErrnoException).syscall === 'listen') return listenError('PORT', config.host, config.port, err).message
+  app.log.fatal({ err }, 'cannot listen')
+  return `start-up failed: ${err instanceof Error ? err.message : String(err)}`
+}
+
+// Before the database is opened, as checkHost: a port in use, or a HOST that is not this machine's, stops start-up
+// with its one line before any migration runs or any log line is written. Port 0 (any free port) cannot be taken.
+async function checkPorts ({ host, port, metricsPort }: Config): Promise<void> {
+  for (const [variable, wanted] of [['PORT', port], ['METRICS_PORT', metricsPort]] as const) {
+    if (wanted === undefined || wanted === 0) continue
+    const probe = createServer()
+    await once(probe.listen({ port: wanted, host }), 'listening').catch((err: unknown) => {
+      throw listenError(variable, host, wanted, err)
+    })
+    await new Promise((resolve) => probe.close(resolve))
+  }
 }
 
 // Past graceMs the remaining connections are closed so the server's close, and then the database's, can finish.

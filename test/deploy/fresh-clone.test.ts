@@ -20,7 +20,8 @@ import { freePort, root } from '../support/processes.js'
 const exec = promisify(execFile)
 const work = mkdtempSync(join(tmpdir(), 'plant-store-clone-'))
 t.teardown(() => rmSync(work, { recursive: true, force: true }))
-const clone = join(work, 'plant-store')
+// Not named plant-store: the README's lines must not depend on the checkout's folder name.
+const clone = join(work, 'a-checkout')
 const other = join(work, 'other-service')
 const tsc = join(root, 'node_modules/typescript/bin/tsc')
 
@@ -42,6 +43,16 @@ function npmStart (t: Test, env: Record<string, string>): { child: ChildProcess,
   return { child, output: () => output }
 }
 
+// The README's client lines ("Calling it"): `npm pack ./client …` and `npm install ./…tgz`, as argument lists.
+function readmeClientLines (readme: string): [string[], string[]] {
+  const line = (start: string): string[] => {
+    const found = readme.split('\n').map((l) => l.replace(/#.*$/, '').trim()).find((l) => l.startsWith(start))
+    if (found === undefined) throw new Error(`no README line starting ${start}`)
+    return found.split(/\s+/).slice(1)
+  }
+  return [line('npm pack ./client'), line('npm install ./')]
+}
+
 async function ready (url: string, child: ChildProcess, output: () => string, timeoutMs = 90_000): Promise<void> {
   const started = Date.now()
   while (Date.now() - started < timeoutMs) {
@@ -61,23 +72,24 @@ t.test('a fresh clone: npm start runs the source, and the packed client stores p
   const base = `http://127.0.0.1:${port}`
   const service = npmStart(t, { PORT: String(port), HOST: '127.0.0.1', API_TOKENS: TOKEN, PGLITE_DATA_DIR: 'memory://', LOG_LEVEL: 'warn' })
 
-  // Meanwhile, what the other team does.
-  const packs = join(work, 'packs')
-  mkdirSync(packs)
-  await exec('npm', ['pack', './client', '--pack-destination', packs], { cwd: clone })
-  const tarballs = readdirSync(packs)
-  t.equal(tarballs.length, 1, 'one tarball')
-  const tarball = join(packs, tarballs[0] as string)
-  const { stdout: listing } = await exec('tar', ['-tzf', tarball])
+  // Meanwhile, what the other team does: the README's two lines, the first in the
+  // clone (packing into their project), the second in their project.
+  mkdirSync(other)
+  writeFileSync(join(other, 'package.json'), JSON.stringify({ name: 'other-service', private: true, type: 'module' }))
+  const [pack, install] = readmeClientLines(readFileSync(join(clone, 'README.md'), 'utf8'))
+  await exec('npm', pack.map((arg) => arg === '/path/to/calling-service' ? other : arg), { cwd: clone })
+  const tarballs = readdirSync(other).filter((f) => f.endsWith('.tgz'))
+  t.same(tarballs, ['plant-store-client-1.0.0.tgz'], 'one tarball, in the other project')
+  const { stdout: status } = await exec('git', ['status', '--porcelain'], { cwd: clone })
+  t.same(status.split('\n').filter((l) => l !== '' && l !== '?? node_modules'), [], 'nothing new in the clone but its node_modules link')
+  const { stdout: listing } = await exec('tar', ['-tzf', join(other, tarballs[0] as string)])
   const files = listing.split('\n').filter((f) => f !== '')
   for (const file of ['package/package.json', 'package/dist/index.js', 'package/dist/index.d.ts']) {
     t.ok(files.includes(file), `the tarball holds ${file}: packing built the client`)
   }
   t.notOk(files.some((f) => f.startsWith('package/src/')), 'and no TypeScript source')
 
-  mkdirSync(other)
-  writeFileSync(join(other, 'package.json'), JSON.stringify({ name: 'other-service', private: true, type: 'module' }))
-  await exec('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball], { cwd: other })
+  await exec('npm', [...install, '--no-audit', '--no-fund', '--prefer-offline'], { cwd: other })
   const manifest = JSON.parse(readFileSync(join(other, 'package.json'), 'utf8')) as { dependencies: Record<string, string> }
   t.match(manifest.dependencies['@plant-store/client'], /^file:.*\.tgz$/, 'the other project depends on the tarball file')
 

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createServer, type AddressInfo } from 'node:net'
-import { freePort, jsonLines, stageRuntime, startBuiltServer, type ServerProcess } from '../support/processes.js'
+import { freePort, stageRuntime, startBuiltServer, type ServerProcess } from '../support/processes.js'
 
 const TOKEN = 'process-test-token'
 const create = async (url: string, body: unknown, token = TOKEN) => {
@@ -79,19 +79,24 @@ t.test('a bad setting stops start-up with one line naming the variable', async (
   }
 })
 
-t.test('a port in use stops start-up with one line naming the variable, after the log lines', async (t) => {
+t.test('a port in use or a HOST that is not this machine stops start-up with one line, before the database is touched', async (t) => {
   const taken = createServer()
   await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
   t.teardown(() => { taken.close() })
   const { port } = taken.address() as AddressInfo
   const free = await freePort()
-  for (const [name, env] of [['PORT', { PORT: String(port) }], ['METRICS_PORT', { PORT: String(free), METRICS_PORT: String(port) }]] as const) {
-    const server = startBuiltServer(t, runtime, { LOG_LEVEL: 'info', HOST: '127.0.0.1', API_TOKENS: TOKEN, PGLITE_DATA_DIR: 'memory://', ...env })
-    t.same(await server.exited, { code: 1, signal: null }, `${name}: exits 1`)
-    const { lines, other } = jsonLines(server.stdout())
-    t.same(other, [], `${name}: JSON log lines only on stdout`)
-    t.match(lines.at(-1), { level: 60, msg: 'cannot listen' }, `${name}: the fatal line is the last one written`)
-    t.match(JSON.stringify(lines.at(-1)), 'EADDRINUSE', `${name}: with the system's code`)
-    t.same(server.stderr().trim().split('\n'), [`plant-store: ${name}: ${port} is already in use on 127.0.0.1 (EADDRINUSE)`], `${name}: one line on stderr`)
+  const cases: Array<[string, Record<string, string>, string]> = [
+    ['PORT', { HOST: '127.0.0.1', PORT: String(port) }, `plant-store: PORT: ${port} is already in use on 127.0.0.1 (EADDRINUSE)`],
+    ['METRICS_PORT', { HOST: '127.0.0.1', PORT: String(free), METRICS_PORT: String(port) }, `plant-store: METRICS_PORT: ${port} is already in use on 127.0.0.1 (EADDRINUSE)`],
+    // TEST-NET-1 (RFC 5737): a valid address that no interface of this machine holds.
+    ['HOST', { HOST: '192.0.2.1', PORT: String(free) }, 'plant-store: HOST: 192.0.2.1 is not an address of this machine (EADDRNOTAVAIL)'],
+    ['HOST', { HOST: 'no-such-host.invalid', PORT: String(free) }, 'plant-store: HOST: no-such-host.invalid does not resolve to an address (ENOTFOUND)']
+  ]
+  for (const [name, env, line] of cases) {
+    // At info, so that a migration or a fatal log line written first would show.
+    const server = startBuiltServer(t, runtime, { LOG_LEVEL: 'info', API_TOKENS: TOKEN, PGLITE_DATA_DIR: 'memory://', ...env })
+    t.same(await server.exited, { code: 1, signal: null }, `${name} ${env.HOST}: exits 1`)
+    t.equal(server.stdout(), '', `${name} ${env.HOST}: no log line (no stack, no migrations applied)`)
+    t.same(server.stderr().split('\n'), [line, ''], `${name} ${env.HOST}: one line on stderr`)
   }
 })

@@ -25,3 +25,18 @@ t.test('the README\'s curl sets TOKEN before it uses it', async (t) => {
   const set = readme.search(/^TOKEN=/m)
   t.ok(set !== -1 && set < use, 'TOKEN= comes first')
 })
+
+t.test('docs/api.md names the generator versions the lock file pins and the test runs', async (t) => {
+  const api = await read('docs/api.md')
+  const pkg = JSON.parse(await read('package.json')) as { devDependencies: Record<string, string> }
+  t.match(api, `**hey-api** (\`@hey-api/openapi-ts\` ${pkg.devDependencies['@hey-api/openapi-ts']})`)
+  t.match(api, `**orval** (${pkg.devDependencies.orval})`)
+})
+
+// The README is the newcomer's page: what to run and where to read on. It is
+// held to 10 KiB; the detail lives in docs/.
+t.test('the README stays within 10 KiB and keeps the set-up and test commands', async (t) => {
+  const readme = await read('README.md')
+  t.ok(Buffer.byteLength(readme) <= 10 * 1024, `${Buffer.byteLength(readme)} bytes`)
+  for (const command of ['npm ci', 'npm start', 'npm test']) t.match(readme, new RegExp(`^${command}\\b|\`${command}\``, 'm'), command)
+})

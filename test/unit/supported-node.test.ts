@@ -1,6 +1,10 @@
 import t from 'tap'
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { execFile } from 'node:child_process'
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { promisify } from 'node:util'
+import semver from 'semver'
 import { root } from '../support/processes.js'
 
 // The supported Node lines are written in five places: engines (what npm
@@ -9,7 +13,7 @@ import { root } from '../support/processes.js'
 // They must name the same lines, or one of them is a promise nobody keeps.
 
 const read = (path: string): string => readFileSync(join(root, path), 'utf8')
-const pkg = JSON.parse(read('package.json')) as { engines: { node: string }, devDependencies: Record<string, string> }
+const pkg = JSON.parse(read('package.json')) as { engines: { node: string }, scripts: Record<string, string>, devDependencies: Record<string, string> }
 const client = JSON.parse(read('client/package.json')) as { engines: { node: string } }
 const ci = read('.ci/run')
 const readme = read('README.md')
@@ -57,4 +61,73 @@ t.test('the README names each line, the exact release CI tests and the image', a
 
 t.test('@types/node follows the oldest supported line', async (t) => {
   t.equal(majorOf(pkg.devDependencies['@types/node'] ?? ''), supported[0])
+})
+
+// Every package of the lock file must install on the oldest release of each
+// supported line: engine-strict (in .npmrc) makes npm refuse a package whose
+// engines do not, so a line named here but refused there is a broken promise.
+t.test('every locked package accepts the oldest release of each supported line', async (t) => {
+  const lock = JSON.parse(read('package-lock.json')) as { packages: Record<string, { engines?: { node?: string } }> }
+  const floors = pkg.engines.node.split('||').map((part) => semver.minVersion(part.trim())?.version ?? '')
+  const refusing = Object.entries(lock.packages).flatMap(([path, { engines }]) =>
+    floors.filter((floor) => engines?.node !== undefined && !semver.satisfies(floor, engines.node)).map((floor) => `${path || 'plant-store'} (${engines?.node}) refuses ${floor}`))
+  t.same(refusing, [])
+})
+
+// On an unsupported Node (the machine's own Node 20), npm's set-up commands
+// stop with a line naming engines: `npm ci` through engine-strict, before
+// anything is fetched; the scripts through scripts/supported-node.mjs, before
+// tsx or any dependency loads.
+const oldNode = '/usr/bin/node'
+const exec = promisify(execFile)
+async function npmOnOldNode (args: string[], cwd: string): Promise<{ code: number, output: string }> {
+  const env = { PATH: `${dirname(oldNode)}:/bin`, HOME: mkdtempSync(join(tmpdir(), 'plant-store-npm-home-')), npm_config_cache: join(tmpdir(), 'plant-store-npm-cache-unused') }
+  try {
+    const { stdout, stderr } = await exec('npm', args, { cwd, env, timeout: 60_000 })
+    return { code: 0, output: stdout + stderr }
+  } catch (err) {
+    const e = err as { code?: number, stdout?: string, stderr?: string }
+    return { code: e.code ?? -1, output: `${e.stdout ?? ''}${e.stderr ?? ''}` }
+  } finally {
+    rmSync(env.HOME, { recursive: true, force: true })
+  }
+}
+
+t.test('on Node 20, npm ci, npm start and npm test stop with a line naming the supported lines', async (t) => {
+  const { stdout: version } = await exec(oldNode, ['--version'])
+  t.match(version, /^v20\./, `${oldNode} is the machine's Node 20`)
+  // A copy of what these commands read, so that nothing could start here if the checks let it through.
+  const dir = mkdtempSync(join(tmpdir(), 'plant-store-old-node-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  for (const file of ['package.json', 'package-lock.json', '.npmrc', 'scripts/supported-node.mjs']) cpSync(join(root, file), join(dir, file))
+
+  const ci = await npmOnOldNode(['ci', '--no-audit', '--no-fund'], dir)
+  t.not(ci.code, 0, 'npm ci fails')
+  t.match(ci.output, `Required: {"node":"${pkg.engines.node}"}`, 'naming engines')
+  t.notOk(existsSync(join(dir, 'node_modules')), 'having installed nothing')
+
+  const line = `plant-store: Node.js ${version.trim()} is not supported; use ${pkg.engines.node} (package.json "engines")`
+  for (const script of ['start', 'test', 'run dev', 'run migrate']) {
+    const run = await npmOnOldNode(script.split(' '), dir)
+    t.not(run.code, 0, `npm ${script} fails`)
+    // npm echoes the script first ("> plant-store@1.0.0 start", "> node …"); then the check's one line, alone.
+    t.same(run.output.split('\n').filter((l) => l !== '' && !l.startsWith('> ')), [line], `npm ${script}: one line`)
+  }
+})
+
+t.test('the check takes each supported line from its floor, and no other', async (t) => {
+  const check = async (version: string) => await exec(process.execPath, [join(root, 'scripts/supported-node.mjs'), version]).then(() => 'ok', (err: { stderr: string }) => err.stderr.trim())
+  t.equal(await check(process.versions.node), 'ok', `this Node (${process.versions.node})`)
+  for (const floor of pkg.engines.node.split('||').map((part) => part.trim().slice(1))) {
+    const [major, minor, patch] = floor.split('.').map(Number) as [number, number, number]
+    t.equal(await check(floor), 'ok', floor)
+    t.equal(await check(`${major}.99.0`), 'ok', `${major}.99.0`)
+    const below = patch > 0 ? `${major}.${minor}.${patch - 1}` : minor > 0 ? `${major}.${minor - 1}.99` : `${major - 1}.99.0`
+    t.match(await check(below), `Node.js v${below} is not supported`, below)
+    t.match(await check(`${major + 1}.0.0`), 'is not supported', `${major + 1}.0.0`)
+  }
+  for (const name of ['start', 'dev', 'migrate', 'test', 'test:quick']) {
+    t.match(pkg.scripts[name], /^node scripts\/supported-node\.mjs && /, `npm run ${name} runs the check first`)
+  }
+  t.match(read('.npmrc'), /^engine-strict=true$/m, 'npm ci refuses an unsupported Node')
 })
