@@ -2,6 +2,7 @@ import fp from 'fastify-plugin'
 import bearerAuth from '@fastify/bearer-auth'
 import { hash } from 'node:crypto'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { STORE_WRITE_ANSWERS, withAnswers, type Answers } from '../src/documented-answers.js'
 import { HttpError } from '../src/http-error.js'
 import type { AccessTokens, Verdict } from '../src/jwt-verification.js'
 
@@ -66,7 +67,7 @@ function judged (request: FastifyRequest, verdict: Verdict, scope: string): true
     case 'accepted':
       return true
     case 'insufficient-scope':
-      throw new HttpError(403, `The access token lacks the scope ${scope}`, challenge(`, error="insufficient_scope", scope="${scope}"`))
+      throw new HttpError(403, lacksScope(scope), challenge(`, error="insufficient_scope", scope="${scope}"`))
     case 'refused': {
       // Which check failed is for the operator, not the caller.
       request.log.info({ authFailure: verdict.reason }, 'access token refused')
@@ -80,11 +81,38 @@ function judged (request: FastifyRequest, verdict: Verdict, scope: string): true
   }
 }
 
+const lacksScope = (scope: string): string => `The access token lacks the scope ${scope}`
+
+// What auth answers on every route it guards; 403 and the issuer's 503 only with JWT access tokens.
+function authAnswers (scope: string | undefined): Answers {
+  const refused: Answers = {
+    401: {
+      when: 'No bearer token, or one the service does not accept (an expired JWT says so in WWW-Authenticate\'s error_description).',
+      retry: 'Nothing was stored. Retry only with a valid token.',
+      headers: ['WWW-Authenticate'],
+      message: 'Authorization header missing: send Authorization: Bearer <token>'
+    }
+  }
+  if (scope === undefined) return refused
+  return {
+    ...refused,
+    403: {
+      when: 'The JWT access token is valid but lacks the scope the operation needs.',
+      retry: 'Nothing was stored. Retry only with a token that has the scope.',
+      headers: ['WWW-Authenticate'],
+      message: lacksScope(scope)
+    },
+    503: STORE_WRITE_ANSWERS[503]
+  }
+}
+
 async function authPlugin (fastify: FastifyInstance, opts: AuthOptions): Promise<void> {
   if (opts.tokens.length === 0) throw new Error('auth: at least one token is required')
   const callerOf = staticCallers(opts.tokens, opts.names)
   const { accessTokens } = opts
   const scope = accessTokens?.scope ?? ''
+  const answers = authAnswers(accessTokens?.scope)
+  fastify.addHook('onRoute', (route) => { route.config = withAnswers(route.config, answers) })
   await fastify.register(bearerAuth, {
     keys: [],
     // The scheme in any case (RFC 9110 11.1); failures go to the error handler.

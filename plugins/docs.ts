@@ -2,8 +2,14 @@ import fp from 'fastify-plugin'
 import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
-import { createPlantErrors, createPlantOk, type Answer, type AnswerHeader } from '../src/answers.js'
-import { EXAMPLE_PLANT } from '../src/schemas.js'
+import type { AnswerHeader, Answers } from '../src/documented-answers.js'
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    // What the route answers, for the document: its own answers and those the plugins guarding it add.
+    answers?: Answers
+  }
+}
 
 const DOCS_PREFIX = '/docs'
 
@@ -21,15 +27,17 @@ export const DOCS_SECURITY_HEADERS: Record<string, string> = {
   'cross-origin-resource-policy': 'same-origin'
 }
 
-type Content = Record<string, { example?: unknown }>
+type Content = Record<string, { schema?: unknown, example?: unknown }>
+interface Response { description: string, content?: Content, headers?: Record<string, unknown> }
 interface Operation {
   parameters?: unknown[]
   requestBody?: { content?: Content }
-  responses?: Record<string, { content?: Content, headers?: Record<string, unknown> }>
+  responses?: Record<string, Response>
+  'x-answers'?: Answers
 }
 interface Document {
   paths?: Record<string, Record<string, Operation>>
-  components?: { securitySchemes?: Record<string, unknown> }
+  components?: { schemas?: Record<string, { examples?: unknown[] }>, securitySchemes?: Record<string, unknown> }
   security?: unknown[]
 }
 
@@ -58,22 +66,41 @@ const REQUEST_ID_PARAMETER = {
   schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' }
 }
 
-// What a route's schema cannot say (@fastify/swagger writes a response's `headers` inline, with no $ref, and drops
-// `examples` beside a $ref): each response's headers (X-Request-Id and the answer's own), an example per status (an
-// error's from src/answers.ts), the request body's example for clients that read only the media type (Swagger UI's
-// "Try it out", generators), and the X-Request-Id request header (a route schema would refuse a request served now).
-function describeAnswers<T> (openapiObject: T): T {
-  const createPlant = (openapiObject as Document).paths?.['/plants']?.post
-  if (createPlant !== undefined) createPlant.parameters = [REQUEST_ID_PARAMETER]
-  const body = createPlant?.requestBody?.content?.['application/json']
-  if (body !== undefined) body.example = EXAMPLE_PLANT
-  for (const [status, response] of Object.entries(createPlant?.responses ?? {})) {
-    const answer = (createPlantErrors as Record<string, Answer | undefined>)[status]
-    const headers = ['X-Request-Id', ...(answer?.headers ?? [])]
-    response.headers = Object.fromEntries(headers.map((h) => [h, { $ref: `#/components/headers/${h}` }]))
-    const media = response.content?.['application/json']
-    const example = answer === undefined ? createPlantOk.example : { error: Number(status), message: answer.message }
-    if (media !== undefined) media.example = example
+// A route's answers travel to its operation under this extension (swagger copies x- keys of a route's schema),
+// where describeOperation reads and removes it.
+const ANSWERS = 'x-answers' as const
+
+// What the routes' schemas cannot say, written into every operation: each answer the route gives (config.answers)
+// with its description, its headers by reference to components.headers (@fastify/swagger writes a response's
+// headers inline) and an example (it drops `examples` beside a $ref: an Error's is the Error body with its message);
+// the request body's example, from its schema, for clients that read only the media type (Swagger UI's "Try it
+// out", generators); and the request headers every operation reads (a route schema would refuse a request served now).
+function describeOperation (operation: Operation, schemas: NonNullable<Document['components']>['schemas']): void {
+  const answers = operation[ANSWERS] ?? {}
+  delete operation[ANSWERS]
+  operation.parameters = [...(operation.parameters ?? []), REQUEST_ID_PARAMETER]
+  const body = operation.requestBody?.content?.['application/json']
+  const bodySchema = (body?.schema as { $ref?: string } | undefined)?.$ref?.split('/').at(-1)
+  if (body !== undefined && bodySchema !== undefined) body.example ??= schemas?.[bodySchema]?.examples?.[0]
+  const responses = operation.responses ?? {}
+  for (const [status, answer] of Object.entries(answers)) {
+    if (answer === undefined) continue
+    const schema = responses[status]?.content?.['application/json']?.schema ?? { $ref: '#/components/schemas/Error' }
+    const example = 'message' in answer ? { error: Number(status), message: answer.message } : answer.example
+    const headers = ['X-Request-Id', ...(answer.headers ?? [])].map((h) => [h, { $ref: `#/components/headers/${h}` }])
+    responses[status] = {
+      description: `${answer.when} ${answer.retry}`,
+      content: { 'application/json': { schema, example } },
+      headers: Object.fromEntries(headers)
+    }
+  }
+  operation.responses = responses
+}
+
+function describeOperations<T> (openapiObject: T): T {
+  const doc = openapiObject as Document
+  for (const operations of Object.values(doc.paths ?? {})) {
+    for (const operation of Object.values(operations)) describeOperation(operation, doc.components?.schemas)
   }
   return openapiObject
 }
@@ -161,7 +188,11 @@ async function docsPlugin (fastify: FastifyInstance, opts: DocsOptions): Promise
   // At the root (fastify-plugin), so its onRoute hook sees every route registered after it, whatever their context.
   await fastify.register(swagger, {
     openapi: DOCUMENT,
-    transformObject: (doc) => 'openapiObject' in doc ? describeAnswers(doc.openapiObject) : doc.swaggerObject,
+    transform: ({ schema, url, route }) => ({
+      url,
+      schema: route.config?.answers === undefined ? schema : { ...schema, [ANSWERS]: route.config.answers } as typeof schema
+    }),
+    transformObject: (doc) => 'openapiObject' in doc ? describeOperations(doc.openapiObject) : doc.swaggerObject,
     // Components take the schemas' $id, and a `$ref: 'Plant'` inside NewPlant becomes #/components/schemas/Plant.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => typeof json.$id === 'string' ? json.$id : `def-${i}` }
   })

@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin'
 import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance, onRequestAsyncHookHandler } from 'fastify'
+import { withAnswers } from '../src/documented-answers.js'
 import { HttpError, retryAfter } from '../src/http-error.js'
 
 export interface RateLimitOptions {
@@ -22,10 +23,7 @@ async function rateLimitPlugin (fastify: FastifyInstance, opts: RateLimitOptions
     // Retry-After comes with the error (plugins/error-answers.ts).
     addHeaders: noHeaders,
     addHeadersOnExceeding: noHeaders,
-    errorResponseBuilder: (_request, { max, ttl }) => {
-      const message = `Too many creates: this caller may make ${max} a minute; retry after the Retry-After delay`
-      return new HttpError(429, message, retryAfter(Math.max(1, Math.ceil(ttl / 1000))))
-    }
+    errorResponseBuilder: (_request, { ttl }) => new HttpError(429, tooMany(opts.perMinute), retryAfter(Math.max(1, Math.ceil(ttl / 1000))))
   })
   // Two limiters, each forgetting its least recently seen caller when full: one sized for the configured callers,
   // which so never lose their windows, one for JWT clients, which past AUTH_MAX_CLIENTS evict each other, never a
@@ -35,8 +33,22 @@ async function rateLimitPlugin (fastify: FastifyInstance, opts: RateLimitOptions
   const limit: onRequestAsyncHookHandler = async (request, reply) => {
     await (opts.configured.has(request.caller ?? '') ? configured : clients).call(fastify, request, reply)
   }
+  const answers = {
+    429: {
+      when: 'This caller (a static token\'s name, a JWT\'s client_id) has made as many requests this minute as the ' +
+        'service allows; the body is not read.',
+      retry: 'Nothing was stored. Safe to retry after the Retry-After delay, when the caller\'s minute is over.',
+      headers: ['Retry-After'],
+      message: tooMany(opts.perMinute)
+    }
+  } as const
   // On the route, after its own onRequest (the media-type check), as @fastify/rate-limit places its global hook.
-  fastify.addHook('onRoute', (route) => { route.onRequest = [route.onRequest ?? []].flat().concat(limit) })
+  fastify.addHook('onRoute', (route) => {
+    route.onRequest = [route.onRequest ?? []].flat().concat(limit)
+    route.config = withAnswers(route.config, answers)
+  })
 }
+
+const tooMany = (perMinute: number): string => `Too many creates: this caller may make ${perMinute} a minute; retry after the Retry-After delay`
 
 export default fp(rateLimitPlugin, { name: 'rate-limit', fastify: '5.x', dependencies: ['auth'] })

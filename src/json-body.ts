@@ -28,18 +28,10 @@ export function parseJsonBody (bytes: Uint8Array): unknown {
   const { members, needsText } = scan(text)
   const parsed = parse(text, needsText)
   // A text with an escape takes the second path whatever its count of keys.
-  const value = !text.includes('\\') && countKeys(parsed) === members ? parsed : checkKeys(text, parsed, needsText)
-  if (sawBigInt && typeof value === 'object' && value !== null) withBigInts.add(value)
-  return value
+  return !text.includes('\\') && countKeys(parsed) === members ? parsed : checkKeys(text, parsed, needsText)
 }
 
-// Ajv knows no bigint (an id past 2^53): for these bodies the validator checks a copy.
-const withBigInts = new WeakSet<object>()
-// Set by the reviver in the last parse; parsing is synchronous and never re-entered.
-let sawBigInt = false
-
 function parse (text: string, needsText: boolean): unknown {
-  sawBigInt = false
   try {
     return needsText ? JSON.parse(text, exactNumbers) : JSON.parse(text)
   } catch (err) {
@@ -59,9 +51,7 @@ function exactNumbers (this: unknown, _key: string, value: unknown, context?: { 
   if (typeof value !== 'number') return value
   // V8 gives no source for a value under a misread key, which checkKeys reads again.
   if (context?.source === undefined) return value
-  const exact = exactNumber(value, context.source)
-  if (typeof exact === 'bigint') sawBigInt = true
-  return exact
+  return exactNumber(value, context.source)
 }
 
 // On text that is not JSON the figures mean nothing: JSON.parse refuses it.
@@ -200,10 +190,19 @@ function placeholderPrefix (written: TextKey[]): string {
   return '@'.repeat(longest + 1)
 }
 
-// Bigints as numbers (whole and range-checked already); the handler keeps the exact bigint.
-export function forValidation (body: unknown): unknown {
-  if (typeof body !== 'object' || body === null || !withBigInts.has(body)) return body
-  return copy(body, (key) => key, (leaf) => typeof leaf === 'bigint' ? Number(leaf) : leaf)
+// A parsed body with its bigints as numbers, for a validator that knows no bigint (Ajv): the value itself when it
+// holds none, else a copy. The numbers are whole and within int64 already, which is all a validator checks.
+export function bigIntsAsNumbers (value: unknown): unknown {
+  if (typeof value === 'bigint') return Number(value)
+  if (typeof value !== 'object' || value === null || !holdsBigInt(value)) return value
+  return copy(value, (key) => key, (leaf) => typeof leaf === 'bigint' ? Number(leaf) : leaf)
+}
+
+function holdsBigInt (value: object): boolean {
+  for (const item of Object.values(value)) {
+    if (typeof item === 'bigint' || (typeof item === 'object' && item !== null && holdsBigInt(item))) return true
+  }
+  return false
 }
 
 // defineProperty, so that a "__proto__" key stays an own property.

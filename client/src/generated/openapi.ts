@@ -115,7 +115,7 @@ export interface operations {
                     "application/json": components["schemas"]["Plant"];
                 };
             };
-            /** @description The body is not valid JSON (or not UTF-8, or has a key twice), not an object, or not a valid NewPlant; the message names the field and the rule. Nothing was stored. Do not retry unchanged: fix the request. */
+            /** @description The body is not valid JSON (or not UTF-8, or has a key twice), not an object, or not what the operation takes; the message names the field and the rule. Nothing was stored. Do not retry unchanged: fix the request. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -125,7 +125,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": 400,
-                     *       "message": "body/id must be integer"
+                     *       "message": "Body is not valid JSON: Unexpected end of JSON input"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -196,7 +196,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The Content-Type is not application/json (parameters such as charset=utf-8 are allowed, empty ones too; another charset is not). Nothing was stored. Do not retry unchanged: send Content-Type: application/json. */
+            /** @description The Content-Type is not application/json (parameters such as charset=utf-8 are allowed, and so are empty ones; another charset is not). Nothing was stored. Do not retry unchanged: send Content-Type: application/json. */
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -212,7 +212,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description An unexpected failure; the details are in the service log under the X-Request-Id. Nothing was acknowledged. The same create is safe to retry (it is idempotent); report the X-Request-Id if it persists. */
+            /** @description An unexpected failure; the details are in the service log under the X-Request-Id. Nothing was acknowledged. Sending the same request again is safe where the operation is idempotent; report the X-Request-Id if it persists. */
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -244,7 +244,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The database is unreachable or too slow, too many creates are waiting, the service is overloaded (the body is not read) or shutting down, or the issuer's keys cannot be had to check a JWT. Nothing was stored. Safe to retry after the Retry-After delay. */
+            /** @description The database is unreachable or too slow, too many writes are waiting for it, the service is overloaded (the body is not read) or shutting down, or the issuer's keys cannot be had to check a JWT. Nothing was stored. Safe to retry after the Retry-After delay. */
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -261,7 +261,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write was sent to the database and not confirmed in time (a commit waiting for a synchronous standby, a frozen database, a lost reply): the outcome is unknown, the plant may or may not be stored. Replay the same create after the Retry-After delay: it tells (200 if the plant is stored, by this request or the replay; 409 if a different plant is). Never assume it was not stored. */
+            /** @description The write was sent to the database and not confirmed in time (a commit waiting for a synchronous standby, a frozen database, a lost reply): the outcome is unknown: the write may or may not be stored. Replay the same create after the Retry-After delay: it tells (200 if the plant is stored, by this request or the replay; 409 if a different plant is). Never assume it was not stored. */
             504: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
