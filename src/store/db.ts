@@ -21,9 +21,6 @@ export interface Db extends Sql {
   freeBytes?(): Promise<number> // PGlite on disk: free for the data directory (PostgreSQL's disk is its operator's)
 }
 
-// The embedded thread's connection, before pglite.ts adds the write rules.
-export type Connection = Omit<Db, 'writers' | 'writeBefore' | 'freeBytes' | 'probe'>
-
 export interface PoolStats { total: number, idle: number, waiting: number }
 
 // fn between BEGIN (sent by the caller) and COMMIT; ROLLBACK, its own failure ignored, when fn throws.

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { openPglite, PGLITE_SHARED_BUFFERS } from '../../src/store/pglite.js'
+import { openPglite, PGLITE_SHARED_BUFFERS } from '../../src/store/pglite/index.js'
 
 // The embedded database's shared buffers are resident from start-up; the
 // service keeps them small so its RSS stays within budget (bench/RESULTS.md).
