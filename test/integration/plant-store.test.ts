@@ -374,7 +374,7 @@ forEachBackend(t, 'the batching writer', async (t, backend) => {
 
   t.test('a batch is bounded by the bytes of its names and tags as well as by rows', async (t) => {
     const db = controlled(base)
-    const writer = createPlantStore(db, { writer: { concurrency: 1, maxBatchBytes: 100 } })
+    const writer = createPlantStore(db, { writer: { concurrency: 1, maxBatchChars: 100 } })
     const release = db.hold()
     const head = writer.create(plant(730n, 'Head'))
     await turns()
