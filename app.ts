@@ -41,7 +41,8 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   await app.register(accessLog)
-  // Spans first, so the request span covers every hook; imported only when configured: the SDKs hold memory.
+  // Spans come first, so that the request span covers every hook. The plugin is imported only when tracing is
+  // configured, because the SDKs hold memory.
   if (config.tracing !== undefined) {
     await app.register((await import('./plugins/tracing.js')).default, { tracing: config.tracing })
   }
@@ -53,7 +54,7 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
   await app.register(jsonBody)
   await app.register(dbPlugin, { config, background, writer, store })
 
-  // Docs before the routes, so swagger sees them; outside the API context, so public.
+  // The docs come before the routes, so that swagger sees them, and outside the API context, so that they are public.
   const accessTokens = config.auth === undefined ? undefined : new AccessTokens(config.auth)
   await app.register(docsPlugin, {
     oauth: accessTokens && { scope: accessTokens.scope, tokenUrl: () => accessTokens.keys.tokenUrl() }

@@ -52,7 +52,7 @@ export function bearerToken (authorization: string): string {
 const invalidToken = (): HttpError => new HttpError(401, 'The bearer token is not valid', challenge(', error="invalid_token"'))
 const noToken = (message: string): HttpError => new HttpError(401, message, challenge())
 
-// bearer-auth's own refusals: no header, or not the Bearer scheme and a SP.
+// bearer-auth's own refusals (no header, or not the Bearer scheme followed by a space) as 401s with the challenge.
 function refusal (err: Error & { code?: string }): Error {
   if (err instanceof HttpError) return err
   if (err.code === 'FST_BEARER_AUTH_MISSING_AUTHORIZATION_HEADER') return noToken('Authorization header missing: send Authorization: Bearer <token>')
@@ -60,8 +60,10 @@ function refusal (err: Error & { code?: string }): Error {
   return err
 }
 
-// A JWT's verdict: true, or the error to answer.
-function judged (request: FastifyRequest, verdict: Verdict, scope: string): true {
+const lacksScope = (scope: string): string => `The access token lacks the scope ${scope}`
+
+// Takes a JWT's verdict: true when the token is accepted, else the error that answers the request, thrown.
+function acceptOrRefuse (request: FastifyRequest, verdict: Verdict, scope: string): true {
   if ('caller' in verdict) request.caller = verdict.caller
   switch (verdict.kind) {
     case 'accepted':
@@ -80,8 +82,6 @@ function judged (request: FastifyRequest, verdict: Verdict, scope: string): true
         { 'retry-after': String(verdict.retryAfterSeconds) })
   }
 }
-
-const lacksScope = (scope: string): string => `The access token lacks the scope ${scope}`
 
 // What auth answers on every route it guards; 403 and the issuer's 503 only with JWT access tokens.
 function authAnswers (scope: string | undefined): Answers {
@@ -132,7 +132,7 @@ async function authPlugin (fastify: FastifyInstance, opts: AuthOptions): Promise
       }
       if (accessTokens === undefined) throw invalidToken()
       const verdict = accessTokens.verify(token)
-      return verdict instanceof Promise ? verdict.then((v) => judged(request, v, scope)) : judged(request, verdict, scope)
+      return verdict instanceof Promise ? verdict.then((v) => acceptOrRefuse(request, v, scope)) : acceptOrRefuse(request, verdict, scope)
     }
   })
   const verify = fastify.verifyBearerAuth as NonNullable<FastifyInstance['verifyBearerAuth']>

@@ -14,9 +14,8 @@ export interface DbPluginOptions {
   // unreachable. Called when a migration fails for a reason waiting will not fix.
   background?: { onFatal: (err: unknown) => void }
   writer?: WriterOptions
-  // A store already open, decorated as it is instead of opening
-  // config.database (tests of what never reaches a stored row); the app
-  // closes its db on close.
+  // A store that is already open, decorated as it is instead of opening config.database (for tests of what never
+  // reaches a stored row). The app closes its db when it closes.
   store?: OpenStore
 }
 

@@ -10,11 +10,12 @@ export interface RateLimitOptions {
   maxClients: number // AUTH_MAX_CLIENTS: the JWT clients whose windows are kept apart
 }
 
-// After auth and the media-type check, so a 401 or 415 counts against nothing; in memory (docs/operations.md, "Rate limit").
+// The limit runs after auth and the media-type check, so a 401 or a 415 counts against nothing. Its windows are held
+// in memory (docs/operations.md, "Rate limit").
 async function rateLimitPlugin (fastify: FastifyInstance, opts: RateLimitOptions): Promise<void> {
   const noHeaders = { 'x-ratelimit-limit': false, 'x-ratelimit-remaining': false, 'x-ratelimit-reset': false, 'retry-after': false }
   await fastify.register(rateLimit, {
-    // Hooked below, onto each route.
+    // Not global: the limiter is added below to each route's own hooks.
     global: false,
     max: opts.perMinute,
     timeWindow: 60_000,

@@ -35,8 +35,8 @@ export async function openPglite (dataDir: string): Promise<Db> {
     ...db,
     // One statement at a time: a second batch would only wait inside PGlite.
     writers: 1,
-    // PGlite cannot cancel a statement (WebAssembly has no timer signal): past
-    // the deadline, rolled back. Only a COMMIT sent leaves the outcome unknown.
+    // PGlite cannot cancel a statement (WebAssembly has no timer signal), so a batch that ends past the deadline is
+    // rolled back. Only a COMMIT that was sent leaves the outcome unknown.
     async writeBefore<R extends Row = Row> (deadline: number, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]> {
       let committing = false
       return await db.transaction(async (tx) => {

@@ -123,7 +123,7 @@ function callsTo (worker: Worker) {
     if (gone !== undefined) throw gone
     worker.postMessage(message)
   }
-  // parts go first, one message each, the event loop free between them.
+  // The parts go first, one message each, and the event loop runs between them.
   const call: CallThread = async (request, parts = []) => {
     if (gone !== undefined) throw gone
     const id = nextId++
