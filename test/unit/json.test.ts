@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import t from 'tap'
 import fc from 'fast-check'
 import { BEYOND_INT64, JsonBodyError, MAX_DEPTH, parseJsonBody } from '../../src/json-body.js'
+import { fuzzRuns } from '../support/fuzz.js'
 
 // The type of the t a subtest callback receives.
 type Test = Parameters<Parameters<typeof t.test>[0]>[0]
@@ -26,9 +27,9 @@ function rejection (t: Test, input: string | Buffer, message: RegExp): JsonBodyE
   }
 }
 
-// Runs a fast-check property; a failure reports the shrunk counterexample.
+// Runs a fast-check property, `runs` cases under the full fuzz budget; a failure reports the shrunk counterexample.
 function property (t: Test, name: string, prop: fc.IProperty<any>, runs = 300): void {
-  t.doesNotThrow(() => fc.assert(prop, { numRuns: runs }), name)
+  t.doesNotThrow(() => fc.assert(prop, { numRuns: fuzzRuns(runs) }), name)
 }
 
 // Nesting depth of a parsed value, walked without recursion.
