@@ -43,12 +43,17 @@ function parse (text: string, needsText: boolean): unknown {
   }
 }
 
-// V8's message quotes the text around the fault: plant data, kept from the answer and the log.
-function syntaxFault (err: unknown): string {
+// What went wrong in a body JSON.parse refused, without a character of the body: the answer and the log must not
+// carry plant data. V8 says what it expected and where ("Expected ':' after property name in JSON at position 5
+// (line 1 column 6)"), or quotes the body around an unexpected token, the whole of it when it is 20 characters or
+// fewer ('Unexpected token 'F', "Ficus" is not valid JSON'). So only a message that ends with V8's position is read,
+// which a quoted body never does, and only its leading words, when they are words of V8's and not the body's.
+export function syntaxFault (err: unknown): string {
   const message = err instanceof Error ? err.message : ''
-  const at = /^(.*?)(?: in JSON)? at position (\d+)/.exec(message)
-  if (at !== null) return `${at[1] ?? ''} at position ${at[2] ?? ''}`
-  return message === 'Unexpected end of JSON input' ? message : 'Unexpected token'
+  if (message === 'Unexpected end of JSON input') return message
+  const at = /^([A-Z][A-Za-z ,':{}[\]-]*?)(?: in JSON)? at position (\d+)(?: \(line \d+ column \d+\))?$/.exec(message)
+  if (at === null || at[1]?.startsWith('Unexpected token') === true) return 'Unexpected token'
+  return `${at[1] ?? ''} at position ${at[2] ?? ''}`
 }
 
 function exactNumbers (this: unknown, _key: string, value: unknown, context?: { source?: string }): unknown {
