@@ -51,6 +51,8 @@ export function bearerToken (authorization: string): string {
 
 const invalidToken = (): HttpError => new HttpError(401, 'The bearer token is not valid', challenge(', error="invalid_token"'))
 const noToken = (message: string): HttpError => new HttpError(401, message, challenge())
+const schemeTwice = (): HttpError => new HttpError(401, 'The Authorization header names the Bearer scheme twice: send the ' +
+  'token alone after "Bearer " (Swagger UI\'s Authorize wants the token alone, and adds the scheme itself)', challenge(', error="invalid_token"'))
 
 // bearer-auth's own refusals (no header, or not the Bearer scheme followed by a space) as 401s with the challenge.
 function refusal (err: Error & { code?: string }): Error {
@@ -130,6 +132,8 @@ async function authPlugin (fastify: FastifyInstance, opts: AuthOptions): Promise
         request.caller = caller
         return true
       }
+      // "Bearer Bearer x": a token pasted with its scheme, as into Swagger UI's Authorize, which adds its own.
+      if (/^bearer +/i.test(token)) throw schemeTwice()
       if (accessTokens === undefined) throw invalidToken()
       const verdict = accessTokens.verify(token)
       return verdict instanceof Promise ? verdict.then((v) => acceptOrRefuse(request, v, scope)) : acceptOrRefuse(request, verdict, scope)
