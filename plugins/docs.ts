@@ -3,6 +3,9 @@ import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
 import type { AnswerHeader, Answers } from '../src/documented-answers.js'
+import { RETRY_AFTER_SECONDS } from '../src/http-error.js'
+import { ISSUER_RETRY_MAX_SECONDS } from '../src/jwt-verification.js'
+import { RATE_LIMIT_WINDOW_SECONDS } from './rate-limit.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -41,14 +44,24 @@ interface Document {
   security?: unknown[]
 }
 
+// A caller's X-Request-Id is kept when it matches this (src/request-ids.ts checks it), else a UUID is made, which
+// matches it too.
+const REQUEST_ID_PATTERN = '^[A-Za-z0-9._:-]{1,128}$'
+
+// The longest wait the service asks for: a rate-limited caller's fresh minute, an issuer's cooldown, a 503's own.
+const MAX_RETRY_AFTER_SECONDS = Math.max(RATE_LIMIT_WINDOW_SECONDS, ISSUER_RETRY_MAX_SECONDS, ...Object.values(RETRY_AFTER_SECONDS))
+
 // The response headers callers can rely on, under components.headers, referenced by each answer that carries them.
 const HEADERS: Record<AnswerHeader | 'X-Request-Id', { description: string, schema: Record<string, unknown> }> = {
   'X-Request-Id': {
     description: 'On every answer: the id of this request in the service log. It is yours when you sent an ' +
       'X-Request-Id of 1-128 characters of A-Z a-z 0-9 . _ : - (else a generated UUID). Quote it when reporting a problem.',
-    schema: { type: 'string' }
+    schema: { type: 'string', pattern: REQUEST_ID_PATTERN }
   },
-  'Retry-After': { description: 'Seconds to wait before sending the same request again.', schema: { type: 'integer', minimum: 0 } },
+  'Retry-After': {
+    description: 'Whole seconds to wait before sending the same request again.',
+    schema: { type: 'integer', format: 'int32', minimum: 1, maximum: MAX_RETRY_AFTER_SECONDS }
+  },
   'WWW-Authenticate': {
     description: 'The bearer challenge (RFC 6750): `Bearer realm="plant-store"`; with `error="invalid_token"` when a token was ' +
       'sent but is not accepted (for a JWT, `error_description` tells an expired token apart), or `error="insufficient_scope", ' +
@@ -57,14 +70,22 @@ const HEADERS: Record<AnswerHeader | 'X-Request-Id', { description: string, sche
   }
 }
 
-// The request header a caller may send to name its request in the logs.
-const REQUEST_ID_PARAMETER = {
+// The request headers a caller may send to every operation: an id for the request in the logs, and the trace it
+// belongs to. A route schema cannot declare them: it would refuse a request the service serves now.
+const REQUEST_HEADERS = [{
   name: 'X-Request-Id',
   in: 'header',
   required: false,
   description: 'Optional: an id of yours for this request, echoed in the X-Request-Id answer header and written on its log lines.',
-  schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' }
-}
+  schema: { type: 'string', pattern: REQUEST_ID_PATTERN }
+}, {
+  name: 'traceparent',
+  in: 'header',
+  required: false,
+  description: 'Optional: the W3C Trace Context of your trace. The service continues it: its trace id is on every log line ' +
+    'of the request, and spans the service exports join your trace. One that is not valid is ignored.',
+  schema: { type: 'string' }
+}]
 
 // A route's answers travel to its operation under this extension (swagger copies x- keys of a route's schema),
 // where describeOperation reads and removes it.
@@ -74,11 +95,11 @@ const ANSWERS = 'x-answers' as const
 // with its description, its headers by reference to components.headers (@fastify/swagger writes a response's
 // headers inline) and an example (it drops `examples` beside a $ref: an Error's is the Error body with its message);
 // the request body's example, from its schema, for clients that read only the media type (Swagger UI's "Try it
-// out", generators); and the request headers every operation reads (a route schema would refuse a request served now).
+// out", generators); and the request headers every operation reads.
 function describeOperation (operation: Operation, schemas: NonNullable<Document['components']>['schemas']): void {
   const answers = operation[ANSWERS] ?? {}
   delete operation[ANSWERS]
-  operation.parameters = [...(operation.parameters ?? []), REQUEST_ID_PARAMETER]
+  operation.parameters = [...(operation.parameters ?? []), ...REQUEST_HEADERS]
   const body = operation.requestBody?.content?.['application/json']
   const bodySchema = (body?.schema as { $ref?: string } | undefined)?.$ref?.split('/').at(-1)
   if (body !== undefined && bodySchema !== undefined) body.example ??= schemas?.[bodySchema]?.examples?.[0]
@@ -132,7 +153,9 @@ function withClientCredentials (doc: Document, oauth: DocsOptions['oauth']): Doc
   const oauth2 = {
     type: 'oauth2',
     description: 'An access token of the issuer for a client with the scope ' + scope + ' (OAuth 2.0 client credentials): ' +
-      'the client id and secret come from the team that runs the issuer.',
+      'the client id and secret come from the team that runs the issuer. The token is a JWT access token (RFC 9068), ' +
+      'checked as RFC 8725 (JWT best current practices) asks: an allow-list of asymmetric algorithms, keys only from ' +
+      'the issuer\'s key set, the type at+jwt, and the issuer, audience and lifetime checked.',
     flows: { clientCredentials: { tokenUrl, scopes: { [scope]: 'Add plants to the store' } } }
   }
   return {

@@ -10,6 +10,9 @@ export interface RateLimitOptions {
   maxClients: number // AUTH_MAX_CLIENTS: the JWT clients whose windows are kept apart
 }
 
+// The window a caller's count covers, and so the longest Retry-After of a 429.
+export const RATE_LIMIT_WINDOW_SECONDS = 60
+
 // The limit runs after auth and the media-type check, so a 401 or a 415 counts against nothing. Its windows are held
 // in memory (docs/operations.md, "Rate limit").
 async function rateLimitPlugin (fastify: FastifyInstance, opts: RateLimitOptions): Promise<void> {
@@ -18,7 +21,7 @@ async function rateLimitPlugin (fastify: FastifyInstance, opts: RateLimitOptions
     // Not global: the limiter is added below to each route's own hooks.
     global: false,
     max: opts.perMinute,
-    timeWindow: 60_000,
+    timeWindow: RATE_LIMIT_WINDOW_SECONDS * 1000,
     // The caller auth found: a client keeps its window across token refreshes, and the limiter holds no token.
     keyGenerator: (request) => request.caller ?? '',
     // Retry-After comes with the error (plugins/error-answers.ts).

@@ -33,7 +33,7 @@ const answers = {
   },
   409: {
     when: 'A different plant (another name or tag) is already stored under this id; nothing was overwritten.',
-    retry: 'Nothing was changed. Retrying answers 409 again: choose another id, or send the stored plant.',
+    retry: 'Retrying answers 409 again: send the plant under another id.',
     message: 'A different plant is already stored with id 1'
   }
 }

@@ -43,12 +43,16 @@ export interface components {
          *       "tag": "indoor"
          *     }
          */
-        NewPlant: components["schemas"]["Plant"] & {
+        NewPlant: {
             /**
              * Format: int64
              * @description Identification number of the plant: a signed 64-bit integer, stored exactly. Send it as a bare JSON number (a string is refused). JavaScript callers: a `number` is exact only up to 2^53-1 (9007199254740991), and JSON.stringify writes a larger id rounded, so another plant would be stored. Use the plant store client (`client/` in the repository; bigint ids), or on Node 22+ write the id with `JSON.rawJSON('9007199254740993')`.
              */
             id: number;
+            /** @description The name of the plant */
+            name: string;
+            /** @description Tag to specify the type */
+            tag?: string;
         };
         /** @description What went wrong. */
         Error: {
@@ -67,7 +71,7 @@ export interface components {
     headers: {
         /** @description On every answer: the id of this request in the service log. It is yours when you sent an X-Request-Id of 1-128 characters of A-Z a-z 0-9 . _ : - (else a generated UUID). Quote it when reporting a problem. */
         "X-Request-Id": string;
-        /** @description Seconds to wait before sending the same request again. */
+        /** @description Whole seconds to wait before sending the same request again. */
         "Retry-After": number;
         /** @description The bearer challenge (RFC 6750): `Bearer realm="plant-store"`; with `error="invalid_token"` when a token was sent but is not accepted (for a JWT, `error_description` tells an expired token apart), or `error="insufficient_scope", scope="plants:write"` on a 403 when a JWT lacks the scope. */
         "WWW-Authenticate": string;
@@ -82,6 +86,8 @@ export interface operations {
             header?: {
                 /** @description Optional: an id of yours for this request, echoed in the X-Request-Id answer header and written on its log lines. */
                 "X-Request-Id"?: string;
+                /** @description Optional: the W3C Trace Context of your trace. The service continues it: its trace id is on every log line of the request, and spans the service exports join your trace. One that is not valid is ignored. */
+                traceparent?: string;
             };
             path?: never;
             cookie?: never;
@@ -164,7 +170,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A different plant (another name or tag) is already stored under this id; nothing was overwritten. Nothing was changed. Retrying answers 409 again: choose another id, or send the stored plant. */
+            /** @description A different plant (another name or tag) is already stored under this id; nothing was overwritten. Retrying answers 409 again: send the plant under another id. */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
