@@ -2,7 +2,7 @@ import fp from 'fastify-plugin'
 import bearerAuth from '@fastify/bearer-auth'
 import { hash } from 'node:crypto'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { STORE_WRITE_ANSWERS, withAnswers, type Answers } from '../src/documented-answers.js'
+import { STORE_WRITE_ANSWERS, withAnswers, type Answer, type Answers } from '../src/documented-answers.js'
 import { HttpError } from '../src/http-error.js'
 import type { AccessTokens, Verdict } from '../src/jwt-verification.js'
 
@@ -85,27 +85,23 @@ function acceptOrRefuse (request: FastifyRequest, verdict: Verdict, scope: strin
   }
 }
 
-// What auth answers on every route it guards; 403 and the issuer's 503 only with JWT access tokens.
+const REFUSED: Answer = {
+  when: 'No bearer token, or one the service does not accept (an expired JWT says so in WWW-Authenticate\'s error_description).',
+  retry: 'Nothing was stored. Retry only with a valid token.',
+  headers: ['WWW-Authenticate'],
+  message: 'Authorization header missing: send Authorization: Bearer <token>'
+}
+
+// What auth answers on every route it guards: 403 and the issuer's 503 only with JWT access tokens.
 function authAnswers (scope: string | undefined): Answers {
-  const refused: Answers = {
-    401: {
-      when: 'No bearer token, or one the service does not accept (an expired JWT says so in WWW-Authenticate\'s error_description).',
-      retry: 'Nothing was stored. Retry only with a valid token.',
-      headers: ['WWW-Authenticate'],
-      message: 'Authorization header missing: send Authorization: Bearer <token>'
-    }
+  if (scope === undefined) return { 401: REFUSED }
+  const lacking: Answer = {
+    when: 'The JWT access token is valid but lacks the scope the operation needs.',
+    retry: 'Nothing was stored. Retry only with a token that has the scope.',
+    headers: ['WWW-Authenticate'],
+    message: lacksScope(scope)
   }
-  if (scope === undefined) return refused
-  return {
-    ...refused,
-    403: {
-      when: 'The JWT access token is valid but lacks the scope the operation needs.',
-      retry: 'Nothing was stored. Retry only with a token that has the scope.',
-      headers: ['WWW-Authenticate'],
-      message: lacksScope(scope)
-    },
-    503: STORE_WRITE_ANSWERS[503]
-  }
+  return { 401: REFUSED, 403: lacking, 503: STORE_WRITE_ANSWERS[503] }
 }
 
 async function authPlugin (fastify: FastifyInstance, opts: AuthOptions): Promise<void> {

@@ -21,11 +21,6 @@ const schema = {
 // What this route answers itself. The plugins that guard it add theirs (auth, the JSON body, the rate limit).
 const answers = {
   ...STORE_WRITE_ANSWERS,
-  504: {
-    ...STORE_WRITE_ANSWERS[504],
-    retry: 'Replay the same create after the Retry-After delay: it tells (200 if the plant is stored, by this request ' +
-      'or the replay; 409 if a different plant is). Never assume it was not stored.'
-  },
   200: {
     when: 'The plant is stored: newly, or it was already stored with the same name and tag (a replay changes nothing).',
     retry: 'Sending the same plant again is safe and answers 200 again.',

@@ -72,7 +72,7 @@ t.test('the document for callers', async (t) => {
       t.match(response.description, /retry|again/i, `${status} says whether to retry`)
     }
     t.match(responses['503']?.description, /safe to retry after the Retry-After/i)
-    t.match(responses['504']?.description, /outcome is unknown.*Replay the same create/is)
+    t.match(responses['504']?.description, /outcome is unknown.*Replay the same request/is)
     t.match(responses['409']?.description, /retrying answers 409 again/i)
     t.match(responses['400']?.description, /do not retry unchanged/i)
   })

@@ -267,7 +267,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write was sent to the database and not confirmed in time (a commit waiting for a synchronous standby, a frozen database, a lost reply): the outcome is unknown: the write may or may not be stored. Replay the same create after the Retry-After delay: it tells (200 if the plant is stored, by this request or the replay; 409 if a different plant is). Never assume it was not stored. */
+            /** @description The write was sent to the database and not confirmed in time (a commit waiting for a synchronous standby, a frozen database, a lost reply): the outcome is unknown: the write may or may not be stored. Replay the same request after the Retry-After delay: the answer to an idempotent write tells what is stored. Never assume that it was not stored. */
             504: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
