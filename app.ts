@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyPluginAsync, type FastifyServerOptions } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from './src/config.js'
 import { AccessTokens } from './src/jwt-verification.js'
@@ -15,6 +15,11 @@ import healthRoutes from './routes/health.js'
 import plantsRoutes from './routes/plants.js'
 import resourceMetadata from './routes/resource-metadata.js'
 
+// The API's operations, each a file in routes/: adding one is its file and a line here.
+export const API_ROUTES: ReadonlyArray<FastifyPluginAsync> = [
+  plantsRoutes
+]
+
 export interface AppOptions {
   config: Config
   logger?: FastifyServerOptions['logger']
@@ -22,11 +27,12 @@ export interface AppOptions {
   timeouts?: Partial<ServerTimeouts> // tests shorten these to watch slow clients being cut off
   writer?: DbPluginOptions['writer'] // tests shrink the write queue
   store?: DbPluginOptions['store'] // tests that never read a row
+  apiRoutes?: ReadonlyArray<FastifyPluginAsync> // tests add an operation of their own
 }
 
 // The whole service, built the same way for the server and for tests: the plugins, then the routes, in the order
 // a request meets them (docs/architecture.md, "A request's path").
-export async function buildApp ({ config, logger = false, background, timeouts, writer, store }: AppOptions): Promise<FastifyInstance> {
+export async function buildApp ({ config, logger = false, background, timeouts, writer, store, apiRoutes = API_ROUTES }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     ...edgeOptions(config, timeouts),
     ...loggingOptions(logger),
@@ -35,7 +41,8 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   await app.register(accessLog)
-  // Spans first, so the request span covers every hook; imported only when configured: the SDKs hold memory.
+  // Spans come first, so that the request span covers every hook. The plugin is imported only when tracing is
+  // configured, because the SDKs hold memory.
   if (config.tracing !== undefined) {
     await app.register((await import('./plugins/tracing.js')).default, { tracing: config.tracing })
   }
@@ -47,7 +54,7 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
   await app.register(jsonBody)
   await app.register(dbPlugin, { config, background, writer, store })
 
-  // Docs before the routes, so swagger sees them; outside the API context, so public.
+  // The docs come before the routes, so that swagger sees them, and outside the API context, so that they are public.
   const accessTokens = config.auth === undefined ? undefined : new AccessTokens(config.auth)
   await app.register(docsPlugin, {
     oauth: accessTokens && { scope: accessTokens.scope, tokenUrl: () => accessTokens.keys.tokenUrl() }
@@ -66,9 +73,7 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
         maxClients: config.auth?.maxClients ?? 1
       })
     }
-    await api.register(plantsRoutes, {
-      configured: [...(config.auth === undefined ? [] : ['issuer' as const]), ...(config.rateLimitPerMinute === undefined ? [] : ['rate-limit' as const])]
-    })
+    for (const routes of apiRoutes) await api.register(routes)
   })
   return app
 }

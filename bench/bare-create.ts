@@ -2,7 +2,7 @@ import Fastify from 'fastify'
 import pg from 'pg'
 import { PGlite } from '@electric-sql/pglite'
 import { insertBatchSql } from '../src/store/plant-store.js'
-import { PGLITE_MAX_CONNECTIONS, PGLITE_SHARED_BUFFERS } from '../src/store/pglite.js'
+import { PGLITE_MAX_CONNECTIONS, PGLITE_SHARED_BUFFERS } from '../src/store/pglite/index.js'
 
 // The yardstick: what the service is, a durable batched create, with none
 // of the contract. Fastify with its default JSON parser, no auth and no

@@ -9,8 +9,8 @@
 //
 // Counted on the main thread only: PGlite's worker thread is another V8
 // isolate, which an inspector session of the main thread does not see;
-// the files it runs (src/store/pglite-thread.ts and what it imports) are
-// not counted, only the main thread's side of the worker (pglite-worker.ts).
+// the files it runs (src/store/pglite/thread.ts and what it imports) are
+// not counted, only the main thread's side of the worker (src/store/pglite/thread-calls.ts).
 //
 //   npm run bench:files                      embedded PGlite
 //   DATABASE_URL=postgres://… npm run bench:files

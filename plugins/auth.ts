@@ -2,6 +2,7 @@ import fp from 'fastify-plugin'
 import bearerAuth from '@fastify/bearer-auth'
 import { hash } from 'node:crypto'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { STORE_WRITE_ANSWERS, withAnswers, type Answer, type Answers } from '../src/documented-answers.js'
 import { HttpError } from '../src/http-error.js'
 import type { AccessTokens, Verdict } from '../src/jwt-verification.js'
 
@@ -50,8 +51,10 @@ export function bearerToken (authorization: string): string {
 
 const invalidToken = (): HttpError => new HttpError(401, 'The bearer token is not valid', challenge(', error="invalid_token"'))
 const noToken = (message: string): HttpError => new HttpError(401, message, challenge())
+const schemeTwice = (): HttpError => new HttpError(401, 'The Authorization header names the Bearer scheme twice: send the ' +
+  'token alone after "Bearer " (Swagger UI\'s Authorize wants the token alone, and adds the scheme itself)', challenge(', error="invalid_token"'))
 
-// bearer-auth's own refusals: no header, or not the Bearer scheme and a SP.
+// bearer-auth's own refusals (no header, or not the Bearer scheme followed by a space) as 401s with the challenge.
 function refusal (err: Error & { code?: string }): Error {
   if (err instanceof HttpError) return err
   if (err.code === 'FST_BEARER_AUTH_MISSING_AUTHORIZATION_HEADER') return noToken('Authorization header missing: send Authorization: Bearer <token>')
@@ -59,14 +62,16 @@ function refusal (err: Error & { code?: string }): Error {
   return err
 }
 
-// A JWT's verdict: true, or the error to answer.
-function judged (request: FastifyRequest, verdict: Verdict, scope: string): true {
+const lacksScope = (scope: string): string => `The access token lacks the scope ${scope}`
+
+// Takes a JWT's verdict: true when the token is accepted, else the error that answers the request, thrown.
+function acceptOrRefuse (request: FastifyRequest, verdict: Verdict, scope: string): true {
   if ('caller' in verdict) request.caller = verdict.caller
   switch (verdict.kind) {
     case 'accepted':
       return true
     case 'insufficient-scope':
-      throw new HttpError(403, `The access token lacks the scope ${scope}`, challenge(`, error="insufficient_scope", scope="${scope}"`))
+      throw new HttpError(403, lacksScope(scope), challenge(`, error="insufficient_scope", scope="${scope}"`))
     case 'refused': {
       // Which check failed is for the operator, not the caller.
       request.log.info({ authFailure: verdict.reason }, 'access token refused')
@@ -80,11 +85,32 @@ function judged (request: FastifyRequest, verdict: Verdict, scope: string): true
   }
 }
 
+const REFUSED: Answer = {
+  when: 'No bearer token, or one the service does not accept (an expired JWT says so in WWW-Authenticate\'s error_description).',
+  retry: 'Nothing was stored. Retry only with a valid token.',
+  headers: ['WWW-Authenticate'],
+  message: 'Authorization header missing: send Authorization: Bearer <token>'
+}
+
+// What auth answers on every route it guards: 403 and the issuer's 503 only with JWT access tokens.
+function authAnswers (scope: string | undefined): Answers {
+  if (scope === undefined) return { 401: REFUSED }
+  const lacking: Answer = {
+    when: 'The JWT access token is valid but lacks the scope the operation needs.',
+    retry: 'Nothing was stored. Retry only with a token that has the scope.',
+    headers: ['WWW-Authenticate'],
+    message: lacksScope(scope)
+  }
+  return { 401: REFUSED, 403: lacking, 503: STORE_WRITE_ANSWERS[503] }
+}
+
 async function authPlugin (fastify: FastifyInstance, opts: AuthOptions): Promise<void> {
   if (opts.tokens.length === 0) throw new Error('auth: at least one token is required')
   const callerOf = staticCallers(opts.tokens, opts.names)
   const { accessTokens } = opts
   const scope = accessTokens?.scope ?? ''
+  const answers = authAnswers(accessTokens?.scope)
+  fastify.addHook('onRoute', (route) => { route.config = withAnswers(route.config, answers) })
   await fastify.register(bearerAuth, {
     keys: [],
     // The scheme in any case (RFC 9110 11.1); failures go to the error handler.
@@ -102,9 +128,11 @@ async function authPlugin (fastify: FastifyInstance, opts: AuthOptions): Promise
         request.caller = caller
         return true
       }
+      // "Bearer Bearer x": a token pasted with its scheme, as into Swagger UI's Authorize, which adds its own.
+      if (/^bearer +/i.test(token)) throw schemeTwice()
       if (accessTokens === undefined) throw invalidToken()
       const verdict = accessTokens.verify(token)
-      return verdict instanceof Promise ? verdict.then((v) => judged(request, v, scope)) : judged(request, verdict, scope)
+      return verdict instanceof Promise ? verdict.then((v) => acceptOrRefuse(request, v, scope)) : acceptOrRefuse(request, verdict, scope)
     }
   })
   const verify = fastify.verifyBearerAuth as NonNullable<FastifyInstance['verifyBearerAuth']>

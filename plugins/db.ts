@@ -3,8 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Config } from '../src/config.js'
 import type { Db } from '../src/store/db.js'
-import { openPostgres } from '../src/store/postgres.js'
-import { openPglite } from '../src/store/pglite.js'
+import { openDatabase } from '../src/store/open-database.js'
 import { migrate } from '../src/store/migrations.js'
 import { DATABASE_MISSING, isUnavailable, sqlState } from '../src/store/store-errors.js'
 import { createPlantStore, type PlantStore, type WriterOptions } from '../src/store/plant-store.js'
@@ -15,9 +14,8 @@ export interface DbPluginOptions {
   // unreachable. Called when a migration fails for a reason waiting will not fix.
   background?: { onFatal: (err: unknown) => void }
   writer?: WriterOptions
-  // A store already open, decorated as it is instead of opening
-  // config.database (tests of what never reaches a stored row); the app
-  // closes its db on close.
+  // A store that is already open, decorated as it is instead of opening config.database (for tests of what never
+  // reaches a stored row). The app closes its db when it closes.
   store?: OpenStore
 }
 
@@ -40,9 +38,7 @@ async function dbPlugin (fastify: FastifyInstance, opts: DbPluginOptions): Promi
   }
   const { database, dbTimeoutMs } = opts.config
   const log = fastify.log.child({ component: 'db' })
-  const db = database.kind === 'postgres'
-    ? openPostgres({ url: database.url, timeoutMs: dbTimeoutMs, log })
-    : await openPglite(database.dataDir)
+  const db = await openDatabase(database, { timeoutMs: dbTimeoutMs, log })
   let closing = false
   const plants = createPlantStore(db, { timeoutMs: dbTimeoutMs, migrated: false, log, writer: opts.writer })
 

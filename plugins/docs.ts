@@ -2,8 +2,17 @@ import fp from 'fastify-plugin'
 import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
-import { createPlantErrors, createPlantOk, type Answer, type AnswerHeader } from '../src/answers.js'
-import { EXAMPLE_PLANT } from '../src/schemas.js'
+import type { AnswerHeader, Answers } from '../src/documented-answers.js'
+import { RETRY_AFTER_SECONDS } from '../src/http-error.js'
+import { ISSUER_RETRY_MAX_SECONDS } from '../src/jwt-verification.js'
+import { RATE_LIMIT_WINDOW_SECONDS } from './rate-limit.js'
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    // What the route answers, for the document: its own answers and those the plugins guarding it add.
+    answers?: Answers
+  }
+}
 
 const DOCS_PREFIX = '/docs'
 
@@ -21,26 +30,38 @@ export const DOCS_SECURITY_HEADERS: Record<string, string> = {
   'cross-origin-resource-policy': 'same-origin'
 }
 
-type Content = Record<string, { example?: unknown }>
+type Content = Record<string, { schema?: unknown, example?: unknown }>
+interface Response { description: string, content?: Content, headers?: Record<string, unknown> }
 interface Operation {
   parameters?: unknown[]
   requestBody?: { content?: Content }
-  responses?: Record<string, { content?: Content, headers?: Record<string, unknown> }>
+  responses?: Record<string, Response>
+  'x-answers'?: Answers
 }
 interface Document {
   paths?: Record<string, Record<string, Operation>>
-  components?: { securitySchemes?: Record<string, unknown> }
+  components?: { schemas?: Record<string, { examples?: unknown[] }>, securitySchemes?: Record<string, unknown> }
   security?: unknown[]
 }
+
+// A caller's X-Request-Id is kept when it matches this (src/request-ids.ts checks it), else a UUID is made, which
+// matches it too.
+const REQUEST_ID_PATTERN = '^[A-Za-z0-9._:-]{1,128}$'
+
+// The longest wait the service asks for: a rate-limited caller's fresh minute, an issuer's cooldown, a 503's own.
+const MAX_RETRY_AFTER_SECONDS = Math.max(RATE_LIMIT_WINDOW_SECONDS, ISSUER_RETRY_MAX_SECONDS, ...Object.values(RETRY_AFTER_SECONDS))
 
 // The response headers callers can rely on, under components.headers, referenced by each answer that carries them.
 const HEADERS: Record<AnswerHeader | 'X-Request-Id', { description: string, schema: Record<string, unknown> }> = {
   'X-Request-Id': {
     description: 'On every answer: the id of this request in the service log. It is yours when you sent an ' +
       'X-Request-Id of 1-128 characters of A-Z a-z 0-9 . _ : - (else a generated UUID). Quote it when reporting a problem.',
-    schema: { type: 'string' }
+    schema: { type: 'string', pattern: REQUEST_ID_PATTERN }
   },
-  'Retry-After': { description: 'Seconds to wait before sending the same request again.', schema: { type: 'integer', minimum: 0 } },
+  'Retry-After': {
+    description: 'Whole seconds to wait before sending the same request again.',
+    schema: { type: 'integer', format: 'int32', minimum: 1, maximum: MAX_RETRY_AFTER_SECONDS }
+  },
   'WWW-Authenticate': {
     description: 'The bearer challenge (RFC 6750): `Bearer realm="plant-store"`; with `error="invalid_token"` when a token was ' +
       'sent but is not accepted (for a JWT, `error_description` tells an expired token apart), or `error="insufficient_scope", ' +
@@ -49,31 +70,58 @@ const HEADERS: Record<AnswerHeader | 'X-Request-Id', { description: string, sche
   }
 }
 
-// The request header a caller may send to name its request in the logs.
-const REQUEST_ID_PARAMETER = {
+// The request headers a caller may send to every operation: an id for the request in the logs, and the trace it
+// belongs to. A route schema cannot declare them: it would refuse a request the service serves now.
+const REQUEST_HEADERS = [{
   name: 'X-Request-Id',
   in: 'header',
   required: false,
   description: 'Optional: an id of yours for this request, echoed in the X-Request-Id answer header and written on its log lines.',
-  schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' }
+  schema: { type: 'string', pattern: REQUEST_ID_PATTERN }
+}, {
+  name: 'traceparent',
+  in: 'header',
+  required: false,
+  description: 'Optional: the W3C Trace Context of your trace. The service continues it: its trace id is on every log line ' +
+    'of the request, and spans the service exports join your trace. One that is not valid is ignored.',
+  schema: { type: 'string' }
+}]
+
+// A route's answers travel to its operation under this extension (swagger copies x- keys of a route's schema),
+// where describeOperation reads and removes it.
+const ANSWERS = 'x-answers' as const
+
+// What the routes' schemas cannot say, written into every operation: each answer the route gives (config.answers)
+// with its description, its headers by reference to components.headers (@fastify/swagger writes a response's
+// headers inline) and an example (it drops `examples` beside a $ref: an Error's is the Error body with its message);
+// the request body's example, from its schema, for clients that read only the media type (Swagger UI's "Try it
+// out", generators); and the request headers every operation reads.
+function describeOperation (operation: Operation, schemas: NonNullable<Document['components']>['schemas']): void {
+  const answers = operation[ANSWERS] ?? {}
+  delete operation[ANSWERS]
+  operation.parameters = [...(operation.parameters ?? []), ...REQUEST_HEADERS]
+  const body = operation.requestBody?.content?.['application/json']
+  const bodySchema = (body?.schema as { $ref?: string } | undefined)?.$ref?.split('/').at(-1)
+  if (body !== undefined && bodySchema !== undefined) body.example ??= schemas?.[bodySchema]?.examples?.[0]
+  const responses = operation.responses ?? {}
+  for (const [status, answer] of Object.entries(answers)) {
+    if (answer === undefined) continue
+    const schema = responses[status]?.content?.['application/json']?.schema ?? { $ref: '#/components/schemas/Error' }
+    const example = 'message' in answer ? { error: Number(status), message: answer.message } : answer.example
+    const headers = ['X-Request-Id', ...(answer.headers ?? [])].map((h) => [h, { $ref: `#/components/headers/${h}` }])
+    responses[status] = {
+      description: `${answer.when} ${answer.retry}`,
+      content: { 'application/json': { schema, example } },
+      headers: Object.fromEntries(headers)
+    }
+  }
+  operation.responses = responses
 }
 
-// What a route's schema cannot say (@fastify/swagger writes a response's `headers` inline, with no $ref, and drops
-// `examples` beside a $ref): each response's headers (X-Request-Id and the answer's own), an example per status (an
-// error's from src/answers.ts), the request body's example for clients that read only the media type (Swagger UI's
-// "Try it out", generators), and the X-Request-Id request header (a route schema would refuse a request served now).
-function describeAnswers<T> (openapiObject: T): T {
-  const createPlant = (openapiObject as Document).paths?.['/plants']?.post
-  if (createPlant !== undefined) createPlant.parameters = [REQUEST_ID_PARAMETER]
-  const body = createPlant?.requestBody?.content?.['application/json']
-  if (body !== undefined) body.example = EXAMPLE_PLANT
-  for (const [status, response] of Object.entries(createPlant?.responses ?? {})) {
-    const answer = (createPlantErrors as Record<string, Answer | undefined>)[status]
-    const headers = ['X-Request-Id', ...(answer?.headers ?? [])]
-    response.headers = Object.fromEntries(headers.map((h) => [h, { $ref: `#/components/headers/${h}` }]))
-    const media = response.content?.['application/json']
-    const example = answer === undefined ? createPlantOk.example : { error: Number(status), message: answer.message }
-    if (media !== undefined) media.example = example
+function describeOperations<T> (openapiObject: T): T {
+  const doc = openapiObject as Document
+  for (const operations of Object.values(doc.paths ?? {})) {
+    for (const operation of Object.values(operations)) describeOperation(operation, doc.components?.schemas)
   }
   return openapiObject
 }
@@ -105,7 +153,9 @@ function withClientCredentials (doc: Document, oauth: DocsOptions['oauth']): Doc
   const oauth2 = {
     type: 'oauth2',
     description: 'An access token of the issuer for a client with the scope ' + scope + ' (OAuth 2.0 client credentials): ' +
-      'the client id and secret come from the team that runs the issuer.',
+      'the client id and secret come from the team that runs the issuer. The token is a JWT access token (RFC 9068), ' +
+      'checked as RFC 8725 (JWT best current practices) asks: an allow-list of asymmetric algorithms, keys only from ' +
+      'the issuer\'s key set, the type at+jwt, and the issuer, audience and lifetime checked.',
     flows: { clientCredentials: { tokenUrl, scopes: { [scope]: 'Add plants to the store' } } }
   }
   return {
@@ -161,7 +211,11 @@ async function docsPlugin (fastify: FastifyInstance, opts: DocsOptions): Promise
   // At the root (fastify-plugin), so its onRoute hook sees every route registered after it, whatever their context.
   await fastify.register(swagger, {
     openapi: DOCUMENT,
-    transformObject: (doc) => 'openapiObject' in doc ? describeAnswers(doc.openapiObject) : doc.swaggerObject,
+    transform: ({ schema, url, route }) => ({
+      url,
+      schema: route.config?.answers === undefined ? schema : { ...schema, [ANSWERS]: route.config.answers } as typeof schema
+    }),
+    transformObject: (doc) => 'openapiObject' in doc ? describeOperations(doc.openapiObject) : doc.swaggerObject,
     // Components take the schemas' $id, and a `$ref: 'Plant'` inside NewPlant becomes #/components/schemas/Plant.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => typeof json.$id === 'string' ? json.$id : `def-${i}` }
   })

@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import { STATUS_CODES } from 'node:http'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { createPlantErrors } from '../src/answers.js'
+import { STORE_WRITE_ANSWERS } from '../src/documented-answers.js'
 import { errorBody, everyAnswerHeaders, HttpError, JSON_CONTENT_TYPE, RETRY_AFTER_SECONDS, retryAfter } from '../src/http-error.js'
 
 // Every error answer Fastify gives leaves from here. An HttpError's message and headers were written for the client;
@@ -10,8 +10,8 @@ import { errorBody, everyAnswerHeaders, HttpError, JSON_CONTENT_TYPE, RETRY_AFTE
 // The 5xx the database causes: at warn, with the answers table's message and Retry-After.
 // A 504 may still commit (src/store/store-errors.ts), so its caller is told to replay.
 const DATABASE_ANSWERS: Record<number, { line: string, message: string }> = {
-  503: { line: 'service unavailable', message: createPlantErrors[503].message },
-  504: { line: 'outcome unknown', message: createPlantErrors[504].message }
+  503: { line: 'service unavailable', message: STORE_WRITE_ANSWERS[503].message },
+  504: { line: 'outcome unknown', message: STORE_WRITE_ANSWERS[504].message }
 }
 
 // What the handler reads of an error: Fastify's, a plugin's, or an HttpError.

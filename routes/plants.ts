@@ -1,13 +1,12 @@
 import fp from 'fastify-plugin'
 import { Type, type FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { ErrorBody, NewPlant, Plant } from '../src/schemas.js'
-import { createPlantErrors, createPlantOk, type Answer } from '../src/answers.js'
+import { NewPlant, Plant } from '../src/schemas.js'
+import { STORE_WRITE_ANSWERS } from '../src/documented-answers.js'
 import { HttpError } from '../src/http-error.js'
 
-// What the service is configured with: the document lists every status the route can answer, and none it cannot.
-export interface PlantsRoutesOptions { configured: ReadonlyArray<NonNullable<Answer['onlyWith']>> }
+// POST /plants, the one operation. What runs before the handler: docs/architecture.md, "A request's path".
 
-const createPlantSchema = ({ configured }: PlantsRoutesOptions) => ({
+const schema = {
   operationId: 'createPlant',
   summary: 'Create a plant',
   description: 'Stores a new plant. Safe to retry: a create is idempotent, so sending the same plant again ' +
@@ -15,23 +14,32 @@ const createPlantSchema = ({ configured }: PlantsRoutesOptions) => ({
     'plant under a stored id is refused with 409, never overwritten.',
   tags: ['plants'],
   body: Type.Ref(NewPlant),
-  response: {
-    200: Type.Ref(Plant, { description: `${createPlantOk.when} ${createPlantOk.retry}` }),
-    ...Object.fromEntries(Object.entries(createPlantErrors as Record<string, Answer>)
-      .filter(([, answer]) => answer.onlyWith === undefined || configured.includes(answer.onlyWith))
-      .map(([status, answer]) => [status, Type.Ref(ErrorBody, { description: `${answer.when} ${answer.retry}` })]))
-  }
-})
+  // The response schema writes exactly name and tag as stored, never the id.
+  response: { 200: Type.Ref(Plant) }
+}
 
-// What runs before it: docs/architecture.md, "A request's path". The media type check runs after auth, before the body.
-const plantsRoutes: FastifyPluginAsyncTypebox<PlantsRoutesOptions> = async (fastify, opts) => {
-  fastify.post('/plants', { schema: createPlantSchema(opts), onRequest: fastify.requireJsonBody }, async function createPlant (request) {
+// What this route answers itself. The plugins that guard it add theirs (auth, the JSON body, the rate limit).
+const answers = {
+  ...STORE_WRITE_ANSWERS,
+  200: {
+    when: 'The plant is stored: newly, or it was already stored with the same name and tag (a replay changes nothing).',
+    retry: 'Sending the same plant again is safe and answers 200 again.',
+    example: { name: 'Monstera', tag: 'indoor' }
+  },
+  409: {
+    when: 'A different plant (another name or tag) is already stored under this id; nothing was overwritten.',
+    retry: 'Retrying answers 409 again: send the plant under another id.',
+    message: 'A different plant is already stored with id 1'
+  }
+}
+
+const plantsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
+  fastify.post('/plants', { schema, config: { answers } }, async function createPlant (request) {
     const { id, name, tag } = request.body
     const outcome = await fastify.plants.create(tag === undefined ? { id: BigInt(id), name } : { id: BigInt(id), name, tag })
     // The access line never holds the plant's id or data, only this.
     request.createOutcome = outcome.kind
     if (outcome.kind === 'conflict') throw new HttpError(409, `A different plant is already stored with id ${id}`)
-    // The response schema (Plant) writes exactly name and tag as stored, never the id.
     return outcome.plant
   })
 }

@@ -4,8 +4,8 @@ import { HttpError } from './http-error.js'
 //   - One scan of the text first bounds the nesting before anything recurses, counts members (':' outside strings)
 //     and notices a number that needs its text: only then is a reviver used, which costs a plain parse three times.
 //   - A key twice: the value holds fewer keys than the text has members.
-//   - V8 in Node 24 (and 26 before 26.12) can misread a key with an escape: such a body is read again with each of
-//     those keys decoded alone (which V8 reads right) and written back plainly, or as a placeholder where it cannot be.
+//   - V8 in Node 24, and in Node 26 before 26.12, can misread an escaped key: such a body is read again (see
+//     readEscapedKeys, the only part of this file those Node lines need).
 // "__proto__" stays plain data: JSON.parse makes it an own property.
 
 export class JsonBodyError extends HttpError {
@@ -27,19 +27,15 @@ export function parseJsonBody (bytes: Uint8Array): unknown {
   }
   const { members, needsText } = scan(text)
   const parsed = parse(text, needsText)
-  // A text with an escape takes the second path whatever its count of keys.
-  const value = !text.includes('\\') && countKeys(parsed) === members ? parsed : checkKeys(text, parsed, needsText)
-  if (sawBigInt && typeof value === 'object' && value !== null) withBigInts.add(value)
-  return value
+  // The common case: a key twice would leave fewer keys in the value than members in the text. A text with an
+  // escape in it is checked key by key whatever the count, because V8 may have misread an escaped key.
+  if (!text.includes('\\') && countKeys(parsed) === members) return parsed
+  const written = textKeys(text)
+  refuseDuplicateKeys(written)
+  return written.some((key) => key.escaped) ? readEscapedKeys(text, written, needsText) : parsed
 }
 
-// Ajv knows no bigint (an id past 2^53): for these bodies the validator checks a copy.
-const withBigInts = new WeakSet<object>()
-// Set by the reviver in the last parse; parsing is synchronous and never re-entered.
-let sawBigInt = false
-
 function parse (text: string, needsText: boolean): unknown {
-  sawBigInt = false
   try {
     return needsText ? JSON.parse(text, exactNumbers) : JSON.parse(text)
   } catch (err) {
@@ -47,21 +43,25 @@ function parse (text: string, needsText: boolean): unknown {
   }
 }
 
-// V8's message quotes the text around the fault: plant data, kept from the answer and the log.
-function syntaxFault (err: unknown): string {
+// What went wrong in a body JSON.parse refused, without a character of the body: the answer and the log must not
+// carry plant data. V8 says what it expected and where ("Expected ':' after property name in JSON at position 5
+// (line 1 column 6)"), or quotes the body around an unexpected token, the whole of it when it is 20 characters or
+// fewer ('Unexpected token 'F', "Ficus" is not valid JSON'). So only a message that ends with V8's position is read,
+// which a quoted body never does, and only its leading words, when they are words of V8's and not the body's.
+export function syntaxFault (err: unknown): string {
   const message = err instanceof Error ? err.message : ''
-  const at = /^(.*?)(?: in JSON)? at position (\d+)/.exec(message)
-  if (at !== null) return `${at[1] ?? ''} at position ${at[2] ?? ''}`
-  return message === 'Unexpected end of JSON input' ? message : 'Unexpected token'
+  if (message === 'Unexpected end of JSON input') return message
+  const at = /^([A-Z][A-Za-z ,':{}[\]-]*?)(?: in JSON)? at position (\d+)(?: \(line \d+ column \d+\))?$/.exec(message)
+  if (at === null || at[1]?.startsWith('Unexpected token') === true) return 'Unexpected token'
+  return `${at[1] ?? ''} at position ${at[2] ?? ''}`
 }
 
 function exactNumbers (this: unknown, _key: string, value: unknown, context?: { source?: string }): unknown {
   if (typeof value !== 'number') return value
-  // V8 gives no source for a value under a misread key, which checkKeys reads again.
+  // V8 gives no source for a value under a key it misread (Node 24, 26 before 26.12); readEscapedKeys reads the
+  // body again.
   if (context?.source === undefined) return value
-  const exact = exactNumber(value, context.source)
-  if (typeof exact === 'bigint') sawBigInt = true
-  return exact
+  return exactNumber(value, context.source)
 }
 
 // On text that is not JSON the figures mean nothing: JSON.parse refuses it.
@@ -90,8 +90,8 @@ function scan (text: string): { members: number, needsText: boolean } {
   return { members, needsText }
 }
 
-// The quote that ends the string opened at `start` (else the text's end): the
-// next one after an even run of backslashes. indexOf skips far faster than a loop.
+// The quote that ends the string opened at `start`, or the text's end: the next quote after an even run of
+// backslashes. indexOf skips ahead far faster than a loop over the characters.
 function stringEnd (text: string, start: number): number {
   let end = start
   for (;;) {
@@ -116,9 +116,8 @@ function countKeys (value: unknown): number {
 
 interface TextKey { key: string, start: number, end: number, object: number, escaped: boolean }
 
-// The slow path, for a body with a key twice or an escape.
-function checkKeys (text: string, value: unknown, needsText: boolean): unknown {
-  const written = textKeys(text)
+// A key twice in one object, however it is spelled, is refused: JSON.parse would keep the last.
+function refuseDuplicateKeys (written: TextKey[]): void {
   const seen = new Set<string>()
   for (const { key, start, object } of written) {
     const id = `${object}:${key}`
@@ -129,12 +128,10 @@ function checkKeys (text: string, value: unknown, needsText: boolean): unknown {
     }
     seen.add(id)
   }
-  const escaped = written.filter((key) => key.escaped)
-  return escaped.length === 0 ? value : readEscapedKeys(text, written, escaped, needsText)
 }
 
-// Every key of a valid JSON text, decoded alone, with its object's number
-// (by their '{'). A key is the string after '{', or after ',' in an object.
+// Every key of a valid JSON text, decoded alone, with the number of its object (objects are numbered by their '{').
+// A key is the string after '{', or after ',' in an object.
 function textKeys (text: string): TextKey[] {
   const keys: TextKey[] = []
   const open: number[] = [] // each open object's number, -1 for an array
@@ -164,17 +161,19 @@ function textKeys (text: string): TextKey[] {
   return keys
 }
 
-// Each escaped key written again without escapes ("\u0061" as "a"), which
-// the runtime reads right, so one parse gives the value. A key that cannot
-// be written without one (a quote, a backslash, a control character, a lone
-// surrogate) becomes a placeholder no key of the text starts with, renamed
-// after the parse.
-function readEscapedKeys (text: string, written: TextKey[], escaped: TextKey[], needsText: boolean): unknown {
+// Only for V8 in Node 24 and in Node 26 before 26.12 (nodejs/node#63785). Once similar keys were parsed, V8 can
+// misread an escaped object key ("x\u0061" comes back as "x\", an escaped "\u0074ag" can lose its value), though
+// each key parsed alone is right. So the body is parsed again with each escaped key, decoded alone, written back
+// without escapes ("\u0061" as "a"). A key that cannot be written without one (a quote, a backslash, a control
+// character, a lone surrogate) becomes a placeholder that no key of the text starts with, renamed after the parse.
+// Once the supported Node lines no longer include those, this function, its call in parseJsonBody and the
+// `text.includes('\\')` test there can go: counting keys then finds a key twice.
+function readEscapedKeys (text: string, written: TextKey[], needsText: boolean): unknown {
   let prefix: string | undefined
   const real = new Map<string, string>()
   let rewritten = ''
   let from = 0
-  for (const { key, start, end } of escaped) {
+  for (const { key, start, end } of written.filter((k) => k.escaped)) {
     let plain = JSON.stringify(key)
     if (plain.includes('\\')) {
       if (prefix === undefined) prefix = placeholderPrefix(written)
@@ -188,8 +187,8 @@ function readEscapedKeys (text: string, written: TextKey[], escaped: TextKey[], 
   return real.size === 0 ? value : copy(value, (key) => real.get(key) ?? key, (leaf) => leaf)
 }
 
-// One '@' more than the longest run of '@' any key starts with: no key can
-// start with it, and finding it reads each key's leading '@'s once.
+// One '@' more than the longest run of '@' that any key starts with, so no key can start with it. Finding it reads
+// each key's leading '@'s once.
 function placeholderPrefix (written: TextKey[]): string {
   let longest = 0
   for (const { key } of written) {
@@ -200,10 +199,19 @@ function placeholderPrefix (written: TextKey[]): string {
   return '@'.repeat(longest + 1)
 }
 
-// Bigints as numbers (whole and range-checked already); the handler keeps the exact bigint.
-export function forValidation (body: unknown): unknown {
-  if (typeof body !== 'object' || body === null || !withBigInts.has(body)) return body
-  return copy(body, (key) => key, (leaf) => typeof leaf === 'bigint' ? Number(leaf) : leaf)
+// A parsed body with its bigints as numbers, for a validator that knows no bigint (Ajv): the value itself when it
+// holds none, else a copy. The numbers are whole and within int64 already, which is all a validator checks.
+export function bigIntsAsNumbers (value: unknown): unknown {
+  if (typeof value === 'bigint') return Number(value)
+  if (typeof value !== 'object' || value === null || !holdsBigInt(value)) return value
+  return copy(value, (key) => key, (leaf) => typeof leaf === 'bigint' ? Number(leaf) : leaf)
+}
+
+function holdsBigInt (value: object): boolean {
+  for (const item of Object.values(value)) {
+    if (typeof item === 'bigint' || (typeof item === 'object' && item !== null && holdsBigInt(item))) return true
+  }
+  return false
 }
 
 // defineProperty, so that a "__proto__" key stays an own property.

@@ -13,6 +13,8 @@ const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256
 // Far above any access token an issuer makes; a bigger one is refused before anything is decoded or fetched.
 const MAX_TOKEN_LENGTH = 8192
 const COOLDOWN_MS = 30_000
+// The longest Retry-After a 503 for the issuer's keys carries (retryAfterSeconds), for the document's bound.
+export const ISSUER_RETRY_MAX_SECONDS = COOLDOWN_MS / 1000
 const FETCH_TIMEOUT_MS = 5_000
 // An issuer's key set is a few KiB with a handful of keys. Past these bounds a fetch fails, the body dropped as it
 // streams in: a broken or hostile issuer can neither hold the memory, stall the loop parsing, nor make a kid a long scan.

@@ -1,6 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import type { AnswerKind, StoreObserver } from './store/plant-store.js'
-import type { WriterStats } from './store/write-queue.js'
+import type { AnswerKind, StoreObserver, WriterStats } from './store/plant-store.js'
 import type { PoolStats } from './store/db.js'
 
 // In a registry of the service's own; docs/operations.md, "Metrics", explains each.

@@ -122,7 +122,7 @@ export async function buildStubApp (
   return { app, store }
 }
 
-type ListenOptions = Pick<AppOptions, 'timeouts' | 'logger'>
+type ListenOptions = Pick<AppOptions, 'timeouts' | 'logger' | 'apiRoutes'>
 
 // The app listening on a loopback port of its own, on a fresh database, for
 // raw-socket and real-HTTP tests; closed and dropped when the test ends.

@@ -1,7 +1,6 @@
 import pino from 'pino'
 import { ConfigError, databaseConfig, preparePgliteDataDir, readEnv } from '../config.js'
-import { openPglite } from '../store/pglite.js'
-import { openPostgres } from '../store/postgres.js'
+import { openDatabase } from '../store/open-database.js'
 import { migrate } from '../store/migrations.js'
 
 // `npm run migrate`: applies migrations/ to the configured database and exits non-zero when anything fails.
@@ -10,9 +9,7 @@ try {
   const env = readEnv()
   const database = databaseConfig(env)
   preparePgliteDataDir(database)
-  const db = database.kind === 'postgres'
-    ? openPostgres({ url: database.url, timeoutMs: env.DB_TIMEOUT_MS, log })
-    : await openPglite(database.dataDir)
+  const db = await openDatabase(database, { timeoutMs: env.DB_TIMEOUT_MS, log })
   const { applied, version } = await migrate(db).finally(async () => await db.close())
   log.info({ applied, version, database: db.kind }, applied.length > 0 ? 'migrations applied' : 'schema up to date')
 } catch (err) {

@@ -1,7 +1,8 @@
 // What both backends offer, so PostgreSQL (pg) and PGlite run the same SQL.
 export type Row = Record<string, unknown>
 
-// name: PostgreSQL plans the statement once per connection under it, always with the same text. PGlite ignores it.
+// With a name, PostgreSQL plans the statement once per connection and keeps the plan under that name, so the name
+// always goes with the same text. PGlite ignores it.
 export interface QueryOptions { name?: string }
 
 export interface Sql {
@@ -12,7 +13,8 @@ export interface Sql {
 export interface Db extends Sql {
   readonly kind: 'postgres' | 'pglite'
   readonly writers: number // batches the plant store keeps in flight at once
-  // Not committed past `deadline` (performance.now()); never raced against a timer: its caller is told what happened.
+  // Writes so that nothing commits past `deadline` (a performance.now() time). It is never raced against a timer,
+  // so its caller learns what the database did.
   writeBefore<R extends Row = Row>(deadline: number, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]>
   transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T>
   probe?(text: string): Promise<void> // the readiness probe's statement; PostgreSQL's on a connection of its own
@@ -21,12 +23,10 @@ export interface Db extends Sql {
   freeBytes?(): Promise<number> // PGlite on disk: free for the data directory (PostgreSQL's disk is its operator's)
 }
 
-// The embedded thread's connection, before pglite.ts adds the write rules.
-export type Connection = Omit<Db, 'writers' | 'writeBefore' | 'freeBytes' | 'probe'>
-
 export interface PoolStats { total: number, idle: number, waiting: number }
 
-// fn between BEGIN (sent by the caller) and COMMIT; ROLLBACK, its own failure ignored, when fn throws.
+// Runs fn between BEGIN (which the caller has sent) and COMMIT. When fn throws, it sends ROLLBACK and ignores that
+// statement's own failure.
 export async function commitOrRollBack<T> (tx: Sql, end: (commit: boolean) => Promise<unknown>, fn: (tx: Sql) => Promise<T>): Promise<T> {
   const result = await fn(tx).catch(async (err: unknown) => {
     await end(false).catch(() => {})

@@ -1,10 +1,11 @@
 import type { BaseLogger } from 'pino'
 import type { Db } from './db.js'
+import { readinessProbe, READY_TIMEOUT_MS } from './readiness.js'
 import { asStoreError, isTransient, isUnavailable, OutcomeUnknownError, StoreUnavailableError, withDeadline } from './store-errors.js'
-import { createWriteQueue, type Pending, type WriteQueueOptions } from './write-queue.js'
 
-// A create is answered once the database has its row; creates that arrive while a write is in flight share
-// the next statement (docs/architecture.md, "The write queue").
+// The plant store: a create is answered once the database has its row. Creates that arrive while a write is in
+// flight wait in a queue and share the next statement. This file follows a create from top to bottom: create()
+// puts it in the queue, the queue takes a batch, writeBatch writes it (docs/architecture.md, "The write queue").
 
 export interface PlantRecord { id: bigint, name: string, tag?: string }
 
@@ -13,21 +14,24 @@ export interface CreateOutcome { kind: 'created' | 'replayed' | 'conflict', plan
 // What a create was told: an outcome, or "unknown" (504).
 export type AnswerKind = CreateOutcome['kind'] | 'unknown'
 
+export interface WriterOptions {
+  maxBatch?: number // rows in one statement
+  maxBatchChars?: number // characters of names and tags in one statement (a batch holds at least one create)
+  maxQueue?: number // creates waiting; past it a create is refused (503), so a stalled database gives quick answers, not a backlog
+  concurrency?: number // batches in flight at once; the database's own number (Db.writers) unless set
+}
+
 export interface PlantStoreOptions {
-  timeoutMs?: number // for the queue, then again for the batch's write with its retries; unset: none
+  timeoutMs?: number // how long a create may wait in the queue, then how long its batch may take; unset: no bound
   migrated?: boolean // until markMigrated, creates are refused and the store is not ready
   log?: Pick<BaseLogger, 'debug'>
   writer?: WriterOptions
 }
 
-export type WriterOptions = Partial<Omit<WriteQueueOptions, 'timeoutMs'>>
-
-type Create = Pending<PlantRecord, CreateOutcome>
-
 // The row bound matters only for bursts (bench/RESULTS.md).
-const WRITER_DEFAULTS = { maxBatch: 256, maxBatchBytes: 4 * 1024 * 1024, maxQueue: 10_000 }
+const WRITER_DEFAULTS = { maxBatch: 256, maxBatchChars: 4 * 1024 * 1024, maxQueue: 10_000 }
 
-// Told synchronously on the create path: a watcher must be cheap.
+// Told synchronously on the create path, so a watcher must be cheap.
 export interface StoreObserver {
   queued?(plant: PlantRecord): void // in the caller's async context
   rejectedFull?(): void
@@ -38,33 +42,39 @@ export interface StoreObserver {
 
 export interface WriteBatch { readonly id: number, readonly creates: ReadonlyArray<{ readonly item: PlantRecord }> }
 
+export interface WriterStats { queueDepth: number, inFlight: number }
+
+// A create waiting for its answer.
+interface Create {
+  item: PlantRecord
+  expiresAt: number // performance.now() past which it may no longer be sent
+  resolve: (outcome: CreateOutcome) => void
+  reject: (err: unknown) => void
+}
+
 export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = true, log, writer = {} }: PlantStoreOptions = {}) {
   let isMigrated = migrated
   const observers: StoreObserver[] = []
-  // A watcher that throws must change no answer nor leave a batch unanswered.
-  const tell = (call: (o: StoreObserver) => void): void => {
+  // A watcher that throws must neither change an answer nor leave a batch unanswered.
+  const notifyObservers = (call: (o: StoreObserver) => void): void => {
     for (const o of observers) {
       try {
         call(o)
       } catch {}
     }
   }
-  const context: WriteContext = { db, timeoutMs, onAnswer: (kind) => { if (observers.length > 0) tell((o) => o.answered?.(kind)) } }
-  const queue = createWriteQueue<PlantRecord, CreateOutcome>(
-    { ...WRITER_DEFAULTS, concurrency: db.writers, ...writer, timeoutMs },
-    (plant) => plant.name.length + (plant.tag?.length ?? 0),
-    watchedWriter(context, tell)
-  )
+  const context: WriteContext = { db, timeoutMs, onAnswer: (kind) => { if (observers.length > 0) notifyObservers((o) => o.answered?.(kind)) } }
+  const queue = createWriteQueue({ ...WRITER_DEFAULTS, concurrency: db.writers, ...writer }, timeoutMs, watchedWriter(context, notifyObservers))
   return {
     observe: (observer: StoreObserver): void => { observers.push(observer) },
     stats: queue.stats,
     isMigrated: (): boolean => isMigrated,
     markMigrated: (): void => { isMigrated = true },
-    // Resolves once the row is committed. Not async: one promise per create, the queue's.
+    // Resolves once the row is committed. Not async: a create costs one promise, the queue's.
     create (plant: PlantRecord): Promise<CreateOutcome> {
       if (!isMigrated) return Promise.reject(new StoreUnavailableError('The database is not ready yet'))
-      if (queue.full()) tell((o) => o.rejectedFull?.())
-      else if (observers.length > 0) tell((o) => o.queued?.(plant))
+      if (queue.full()) notifyObservers((o) => o.rejectedFull?.())
+      else if (observers.length > 0) notifyObservers((o) => o.queued?.(plant))
       return queue.enqueue(plant)
     },
     isReady: readinessProbe(db, Math.min(timeoutMs, READY_TIMEOUT_MS), () => isMigrated, log)
@@ -73,60 +83,115 @@ export function createPlantStore (db: Db, { timeoutMs = Infinity, migrated = tru
 
 export type PlantStore = ReturnType<typeof createPlantStore>
 
-function watchedWriter (context: WriteContext, tell: (call: (o: StoreObserver) => void) => void): (batch: Create[]) => Promise<void> {
+// Writes each batch the queue takes, telling the observers when it starts and ends.
+function watchedWriter (context: WriteContext, notifyObservers: (call: (o: StoreObserver) => void) => void): (batch: Create[]) => Promise<void> {
   let batches = 0
   return async (batch) => {
     const event: WriteBatch = { id: ++batches, creates: batch }
-    tell((o) => o.batchStarted?.(event))
-    const failure = await settle(context, groupById(batch), performance.now() + context.timeoutMs, { unconfirmed: false })
+    notifyObservers((o) => o.batchStarted?.(event))
+    const failure = await writeBatch(context, groupById(batch), performance.now() + context.timeoutMs, { unconfirmed: false })
       .catch((err: unknown) => {
-        // A bug must not leave a request waiting forever (answered ones ignore this).
+        // A bug must not leave a request waiting forever (the creates already answered ignore this).
         for (const p of batch) p.reject(err)
         return err
       })
-    tell((o) => o.batchFinished?.(event, failure))
+    notifyObservers((o) => o.batchFinished?.(event, failure))
   }
 }
 
-// Orchestrators give a probe 1 s by default, however long DB_TIMEOUT_MS.
-const READY_TIMEOUT_MS = 800
+// The queue: first in, first out. A batch starts in the check phase of the turn in which its first create arrived
+// (setImmediate), so the creates of one turn share it; in the request's own microtasks it would go alone.
+// `write` answers every create of its batch itself and never rejects.
+function createWriteQueue (options: Required<WriterOptions>, timeoutMs: number, write: (batch: Create[]) => Promise<void>) {
+  const { maxBatch, maxBatchChars, maxQueue, concurrency } = options
+  const queue: Create[] = []
+  let inFlight = 0
+  const expiry = expiryTimer(queue, timeoutMs)
 
-// A write can commit now (docs/operations.md, "Health"): a read-only session raises 25006, so its connection
-// is dropped; the WAL message's commit waits for a synchronous standby as a create's does.
-const probeSql =
-  'DO $$ BEGIN IF pg_is_in_recovery() OR current_setting(\'transaction_read_only\')::boolean THEN ' +
-  'RAISE EXCEPTION \'the database does not accept writes\' USING ERRCODE = \'read_only_sql_transaction\'; END IF; ' +
-  'PERFORM pg_logical_emit_message(true, \'plant-store\', \'ready\'); END $$'
+  let scheduled = false
+  const schedule = (): void => {
+    if (scheduled) return
+    scheduled = true
+    setImmediate(pump)
+  }
+  const pump = (): void => {
+    scheduled = false
+    while (inFlight < concurrency && queue.length > 0) {
+      expiry.dropExpired()
+      const batch = queue.splice(0, batchLength(queue, maxBatch, maxBatchChars))
+      expiry.arm()
+      if (batch.length === 0) break
+      inFlight++
+      write(batch).finally(() => {
+        inFlight--
+        schedule()
+      })
+    }
+  }
 
-// With less than a WAL segment free, every commit fails (PGlite on disk only).
-const MIN_FREE_BYTES = 16 * 1024 * 1024
-
-async function probeCommit (db: Db): Promise<void> {
-  await (db.probe === undefined ? db.exec(probeSql) : db.probe(probeSql))
-  if (db.freeBytes !== undefined && await db.freeBytes() < MIN_FREE_BYTES) {
-    throw new StoreUnavailableError('less than one WAL segment is free on the embedded database\'s disk')
+  const full = (): boolean => queue.length >= maxQueue
+  return {
+    full,
+    enqueue (item: PlantRecord): Promise<CreateOutcome> {
+      if (full()) return Promise.reject(new StoreUnavailableError(`${queue.length} creates are already waiting for the database`))
+      return new Promise<CreateOutcome>((resolve, reject) => {
+        queue.push({ item, expiresAt: performance.now() + timeoutMs, resolve, reject })
+        if (queue.length === 1) expiry.arm()
+        if (inFlight < concurrency) schedule()
+      })
+    },
+    stats: (): WriterStats => ({ queueDepth: queue.length, inFlight })
   }
 }
 
-// One probe at a time, so a stalled commit holds one connection, never one per probe.
-function readinessProbe (db: Db, boundMs: number, migrated: () => boolean, log?: Pick<BaseLogger, 'debug'>): () => Promise<boolean> {
-  let inFlight: Promise<void> | undefined
-  return async () => {
-    if (!migrated()) return false
-    inFlight ??= probeCommit(db).finally(() => { inFlight = undefined })
-    return await withDeadline(inFlight, boundMs, 'readiness check').then(() => true, (err: unknown) => {
-      // At debug: the refused creates and the migration retries show an outage at warn.
-      log?.debug({ err }, 'readiness check failed')
-      return false
-    })
+// How many creates from the head of the queue make the next batch: at most maxBatch, and no more characters of
+// names and tags than maxBatchChars, unless the first alone has more.
+function batchLength (queue: readonly Create[], maxBatch: number, maxBatchChars: number): number {
+  let rows = 0
+  let chars = 0
+  for (const { item } of queue) {
+    chars += item.name.length + (item.tag?.length ?? 0)
+    if (rows === maxBatch || (rows > 0 && chars > maxBatchChars)) break
+    rows++
   }
+  return rows
 }
 
-// Stored rows come from a second statement, which sees rows committed after the INSERT began.
+// Every create waits the same time at most, and the queue is first in, first out, so the head always expires
+// first. One timer, armed for the head's expiry, serves the whole queue. When the head is taken meanwhile, the
+// timer fires early and is armed again for the new head.
+function expiryTimer (queue: Create[], timeoutMs: number): { dropExpired: () => void, arm: () => void } {
+  let timer: NodeJS.Timeout | undefined
+  const dropExpired = (): void => {
+    const now = performance.now()
+    let n = 0
+    while (n < queue.length && (queue[n] as Create).expiresAt <= now) n++
+    if (n === 0) return
+    const err = new StoreUnavailableError(`create waited ${timeoutMs} ms for the database; nothing was written`)
+    for (const p of queue.splice(0, n)) p.reject(err)
+  }
+  const arm = (): void => {
+    const head = queue[0]
+    if (head === undefined) {
+      clearTimeout(timer)
+      timer = undefined
+    } else if (timer === undefined && Number.isFinite(timeoutMs)) {
+      timer = setTimeout(() => {
+        timer = undefined
+        dropExpired()
+        arm()
+      }, Math.max(0, head.expiresAt - performance.now()))
+    }
+  }
+  return { dropExpired, arm }
+}
+
+// The rows come back from a second statement, which sees rows committed after the INSERT began.
 export const insertBatchSql =
   'INSERT INTO plants (id, name, tag) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) ' +
   'ON CONFLICT (id) DO NOTHING RETURNING id'
-// One row per request (`i`, from 1). The database compares (collation "C"): PGlite drops a leading U+FEFF it returns.
+// One row per request (`i`, from 1). The database compares, in collation "C", because PGlite drops a leading
+// U+FEFF from the text it returns.
 export const selectBatchSql =
   'SELECT r.i::int AS i, p.name, p.tag, ' +
   '(p.name IS NOT DISTINCT FROM r.name COLLATE "C" AND p.tag IS NOT DISTINCT FROM r.tag COLLATE "C") AS same ' +
@@ -136,28 +201,35 @@ export const selectBatchSql =
 const insertStatement = { name: 'plants_insert_batch' }
 const selectStatement = { name: 'plants_select_batch' }
 
-// A row neither written nor found was held by a transaction that rolled back in between.
-const MAX_ATTEMPTS = 5
+// A row that is neither inserted nor found was held by a transaction that rolled back in between; after this many
+// rounds the batch gives up.
+const MAX_ROUNDS = 5
 
-// Jittered, so that replicas do not retry in step.
+// The pause before a batch is sent again to a database that was away: doubling from the first, jittered so that
+// replicas do not retry in step.
 const RETRY_FIRST_MS = 25
 const RETRY_MAX_MS = 500
 
 interface WriteContext { db: Db, timeoutMs: number, onAnswer: (kind: AnswerKind) => void }
 
-// The requests of a batch naming one id; the first one's plant is stored. By the bigint: text cost more (bench/RESULTS.md).
+// The creates of a batch that name one id. The first one's plant is stored; the others are compared with it.
+// Grouped by the bigint, since text cost more (bench/RESULTS.md).
 interface Group { id: bigint, members: Create[] }
 
-// A write sent and not confirmed may still commit: every later failure of its groups is "unknown" (504).
+// Whether a write of these rows was sent and not confirmed. Such a write may still commit, so every later failure
+// of its rows is "unknown" (504), never 503.
 interface Sent { unconfirmed: boolean }
 
-// Returns the error that failed the groups, so writing rows one by one can
-// stop when the database is gone. Nothing is sent past the deadline.
-async function settle (ctx: WriteContext, groups: Group[], deadline: number, sent: Sent): Promise<unknown> {
+// One batch: its rows in one INSERT, then the ids the INSERT did not store read back and compared. Both go again
+// while rows vanish in between (at most MAX_ROUNDS rounds) or while the database is away (after a pause, as long as
+// the pause ends before the deadline). Nothing is sent past the deadline. When the batch fails for a reason of its
+// own, its rows are written one by one (writeRowByRow). Returns the error that failed the batch, if one did.
+async function writeBatch (ctx: WriteContext, groups: Group[], deadline: number, sent: Sent): Promise<unknown> {
   let pending = groups
-  let outageRetries = 0
-  for (let attempt = 1; pending.length > 0; attempt++) {
-    if (attempt > MAX_ATTEMPTS) return failAll(ctx, pending, new Error(`rows vanished ${MAX_ATTEMPTS} times between INSERT and SELECT`))
+  let rounds = 0
+  let pauses = 0
+  while (pending.length > 0) {
+    if (rounds === MAX_ROUNDS) return failAll(ctx, pending, new Error(`rows vanished ${MAX_ROUNDS} times between INSERT and SELECT`))
     if (performance.now() >= deadline) {
       return failAll(ctx, pending, failureAfter(new StoreUnavailableError(`writing the batch took longer than ${ctx.timeoutMs} ms`), sent))
     }
@@ -167,26 +239,31 @@ async function settle (ctx: WriteContext, groups: Group[], deadline: number, sen
       pending = unanswered.length === 0
         ? []
         : await withDeadline(answerExisting(ctx, unanswered), Math.max(0, deadline - performance.now()), 'reading the stored plants')
+      rounds++
     } catch (err) {
-      // Only a write's outcome can be unknown: the SELECT reads.
+      // Only a write's outcome can be unknown: the SELECT only reads.
       if (err instanceof OutcomeUnknownError) sent.unconfirmed = true
-      // Safe to send again: a row the failed statement stored is a replay. Not a vanished row: the attempt is not counted.
-      if (isTransient(err) && await pauseBeforeRetry(outageRetries++, deadline)) {
+      // Safe to send again: a row that the failed statement stored is then a replay.
+      if (isTransient(err) && await pauseBeforeRetry(pauses++, deadline)) {
         pending = unanswered
-        attempt--
         continue
       }
       if (isUnavailable(err) || err instanceof OutcomeUnknownError || unanswered.length === 1) {
         return failAll(ctx, unanswered, failureAfter(err, sent))
       }
-      // Something in the batch cannot be stored: each row alone, so only the row at fault fails.
-      for (let i = 0; i < unanswered.length; i++) {
-        const failure = await settle(ctx, [unanswered[i] as Group], deadline, { ...sent })
-        if (isUnavailable(failure) || failure instanceof OutcomeUnknownError) {
-          return failAll(ctx, unanswered.slice(i + 1), failureAfter(failure, sent))
-        }
-      }
-      return undefined
+      return await writeRowByRow(ctx, unanswered, deadline, sent)
+    }
+  }
+  return undefined
+}
+
+// Each row alone (a batch of one, which writeBatch never splits further), so that only the row at fault fails.
+// When the database goes away meanwhile, the rows not yet written fail with it.
+async function writeRowByRow (ctx: WriteContext, groups: Group[], deadline: number, sent: Sent): Promise<unknown> {
+  for (const [i, group] of groups.entries()) {
+    const failure = await writeBatch(ctx, [group], deadline, { ...sent })
+    if (isUnavailable(failure) || failure instanceof OutcomeUnknownError) {
+      return failAll(ctx, groups.slice(i + 1), failureAfter(failure, sent))
     }
   }
   return undefined
@@ -197,7 +274,7 @@ function failureAfter (err: unknown, sent: Sent): unknown {
   return err instanceof OutcomeUnknownError ? err : new OutcomeUnknownError('a write of this row was not confirmed', { cause: err })
 }
 
-// True when it waited; not past the deadline, and with none nothing would bound the retries.
+// True when it waited. It does not wait past the deadline, nor without one, since nothing would then bound the retries.
 async function pauseBeforeRetry (n: number, deadline: number): Promise<boolean> {
   const ms = Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** n) * (0.5 + Math.random() / 2)
   if (!Number.isFinite(deadline) || performance.now() + ms >= deadline) return false
@@ -205,14 +282,15 @@ async function pauseBeforeRetry (n: number, deadline: number): Promise<boolean> 
   return true
 }
 
-// Returns the groups whose id was already stored.
+// Inserts the first plant of each group and answers the groups it stored. Returns the groups whose id was
+// already stored.
 async function insert (ctx: WriteContext, groups: Group[], deadline: number): Promise<Group[]> {
   const plants = columns(groups.map((g) => (g.members[0] as Create).item))
   const rows = await ctx.db.writeBefore<{ id: unknown }>(deadline, insertBatchSql, plants, insertStatement)
   const created = new Set(rows.map((row) => toId(row.id)))
   for (const g of groups) {
     if (!created.has(g.id)) continue
-    // The others of the batch are compared with the first (both the requests' own strings).
+    // The others of the group are compared with the first, both the requests' own strings.
     const first = (g.members[0] as Create).item
     g.members.forEach((p, i) => {
       const same = p.item.name === first.name && p.item.tag === first.tag
@@ -222,10 +300,10 @@ async function insert (ctx: WriteContext, groups: Group[], deadline: number): Pr
   return groups.filter((g) => !created.has(g.id))
 }
 
-// A type, not an interface, so it is a Row (which has an index signature).
+// A type, not an interface, so that it is a Row (which has an index signature).
 type Compared = { name: string, tag: string | null, same: boolean }
 
-// Returns the groups whose row is gone.
+// Answers each create with the row stored under its id. Returns the groups whose row is gone.
 async function answerExisting (ctx: WriteContext, groups: Group[]): Promise<Group[]> {
   const params = columns(groups.flatMap((g) => g.members.map((p) => p.item)))
   const rows = await ctx.db.query<Compared & { i: number }>(selectBatchSql, params, selectStatement)
@@ -235,7 +313,7 @@ async function answerExisting (ctx: WriteContext, groups: Group[]): Promise<Grou
   for (const g of groups) {
     const at = n + 1
     n += g.members.length
-    // A group's requests name one id: stored for all, or none.
+    // The creates of a group name one id: its row is there for all of them, or for none.
     if (!byRequest.has(at)) {
       missing.push(g)
       continue
@@ -248,7 +326,7 @@ async function answerExisting (ctx: WriteContext, groups: Group[]): Promise<Grou
   return missing
 }
 
-// Ids travel as decimal text cast to bigint[], so no driver sees a rounded number.
+// Ids travel as decimal text cast to bigint[], so that no driver sees a rounded number.
 function columns (plants: PlantRecord[]): unknown[] {
   return [plants.map((p) => p.id.toString()), plants.map((p) => p.name), plants.map((p) => p.tag ?? null)]
 }
@@ -260,7 +338,8 @@ function toId (value: unknown): bigint {
   throw new TypeError(`not an int8 value: ${typeof value}`)
 }
 
-// In ascending id order, so concurrent batches (here or in another instance) take row locks in one order: no deadlock.
+// In ascending id order, so that concurrent batches (here or in another instance) take row locks in one order and
+// cannot deadlock.
 function groupById (batch: Create[]): Group[] {
   const byId = new Map<bigint, Group>()
   for (const p of batch) {

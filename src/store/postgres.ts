@@ -9,8 +9,8 @@ const PROBE_WAIT_MS = 60_000
 export function openPostgres ({ url, timeoutMs, log }: { url: string, timeoutMs: number, log: Pick<BaseLogger, 'warn'> }): Db {
   const connection = connectionConfig(url, timeoutMs)
   const pool = new pg.Pool({ ...connection, max: 10 })
-  // The readiness probe's own connection, kept by a stalled commit until the
-  // stall ends: given up sooner, each probe would leave a session waiting.
+  // The readiness probe has a connection of its own, which a stalled commit keeps until the stall ends. Were it
+  // given up sooner, each probe would leave another session waiting.
   const probePool = new pg.Pool({ ...connection, max: 1, query_timeout: PROBE_WAIT_MS })
   // An idle client whose server goes away emits here: unheard, it would crash the process.
   for (const p of [pool, probePool]) p.on('error', (err) => log.warn({ err }, 'idle database connection failed'))
@@ -44,8 +44,8 @@ function connectionConfig (url: string, timeoutMs: number): pg.PoolConfig {
   return {
     connectionString: url,
     application_name: 'plant-store',
-    // The server cancels a slow statement (57014, a true 503) but never a
-    // commit: the read timeout, a second later, ends that wait (504).
+    // The server cancels a slow statement (57014, a true 503) but never a commit. The read timeout, a second
+    // later, ends that wait (504).
     connectionTimeoutMillis: timeoutMs,
     statement_timeout: timeoutMs,
     query_timeout: timeoutMs + 1000,
@@ -56,11 +56,12 @@ function connectionConfig (url: string, timeoutMs: number): pg.PoolConfig {
   }
 }
 
-// fn on a client of its own; one that failed may be broken, so it is destroyed, not handed to the next request.
+// Runs fn on a client of its own. A client whose statement failed may be broken, so it is destroyed rather than
+// handed to the next request.
 async function onClient<T> (pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect().catch(storeError)
-  // A checked-out client has no listener of the pool's: a connection that dies
-  // between two statements would crash the process. The next statement fails.
+  // A checked-out client has no listener of the pool's, so a connection that dies between two statements would
+  // crash the process. With this listener, the next statement fails instead.
   let lost: unknown
   const onLost = (err: Error): void => { lost = err }
   client.on('error', onLost)
@@ -75,7 +76,7 @@ async function onClient<T> (pool: pg.Pool, fn: (client: pg.PoolClient) => Promis
   }
 }
 
-// Unnamed, pg sends the statement as it sends query(text, params).
+// Without a name, pg sends the statement as query(text, params) would.
 async function run<R extends Row> (client: pg.Pool | pg.PoolClient, text: string, params?: unknown[], { name }: QueryOptions = {}) {
   return (await client.query<R>({ name, text, values: params })).rows
 }
@@ -84,7 +85,7 @@ const storeError = (err: unknown): never => {
   throw asStoreError(err)
 }
 
-// Statements on the pool or a client, their failures as store errors.
+// Runs statements on the pool or on a client, and turns their failures into store errors.
 function sqlOf (client: pg.Pool | pg.PoolClient): Sql {
   return {
     query: async <R extends Row = Row>(text: string, params?: unknown[], options?: QueryOptions) =>

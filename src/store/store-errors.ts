@@ -1,4 +1,5 @@
-// 503: nothing was stored (never sent, or refused). 504: sent and not confirmed, so it may land later; a replay tells.
+// A 503 means nothing was stored: the write was never sent, or the database refused it. A 504 means the write was
+// sent and not confirmed, so it may still land; replaying the request tells.
 export class StoreUnavailableError extends Error {
   override name = 'StoreUnavailableError'
   readonly statusCode = 503
@@ -12,8 +13,9 @@ export class OutcomeUnknownError extends Error {
 const networkCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH',
   'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'ECONNABORTED'])
 
-// A server going away, overloaded or cancelling the statement; class 08 is "connection exception". 3D000: the
-// database is not created yet, waited for. 25006: a standby or a demoted primary behind an HA proxy, not our fault.
+// A server going away, overloaded or cancelling the statement; class 08 is "connection exception". 3D000 means
+// the database is not created yet, and it is waited for. 25006 comes from a standby or a demoted primary behind an
+// HA proxy, which is not the request's fault.
 export const DATABASE_MISSING = '3D000'
 const unavailableStates = new Set(['57P01', '57P02', '57P03', '57P04', '57P05', '53300', '57014', '53000', '53100', '53200',
   DATABASE_MISSING, '25006'])
@@ -52,7 +54,7 @@ export function asStoreError (err: unknown): unknown {
 // connection, a FATAL while a commit waits for a standby) may have come after the commit: unknown.
 export function sentWriteError (err: unknown): unknown {
   const severity = (err as { severity?: unknown } | null)?.severity
-  // pg refuses a statement on a connection it knows is broken, unsent.
+  // pg refuses, unsent, a statement on a connection it knows is broken.
   const notSent = err instanceof Error && err.message.includes('is not queryable')
   if (severity === 'ERROR' || notSent) return asStoreError(err)
   return new OutcomeUnknownError('the write was sent and not confirmed', { cause: err })
@@ -64,7 +66,8 @@ export function sqlState (err: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined
 }
 
-// Only for what writes nothing: the work goes on, so a 503 is true only for those (writes: Db.writeBefore).
+// Bounds work that writes nothing. The work itself goes on past the deadline, so the 503 it answers is true only
+// for such work; a write is bounded by Db.writeBefore instead.
 export async function withDeadline<T> (work: Promise<T>, ms: number, what: string): Promise<T> {
   if (!Number.isFinite(ms)) return await work
   let timer: NodeJS.Timeout | undefined

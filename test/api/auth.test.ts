@@ -121,6 +121,17 @@ t.test('authentication', async (t) => {
     }
   })
 
+  t.test('the scheme sent twice (a token pasted with "Bearer " into Swagger UI\'s Authorize): 401 saying so', async (t) => {
+    for (const authorization of ['Bearer Bearer x', `Bearer Bearer ${TOKEN}`, `bearer BEARER  ${TOKEN}`]) {
+      const res = await post({ authorization, 'content-type': 'application/json' })
+      const answer = assertErrorShape(t, res, 401)
+      t.match(answer.message, /scheme.*twice/i, `${JSON.stringify(authorization)}: ${answer.message}`)
+      t.match(answer.message, /token alone/, 'and what to send instead')
+      t.equal(res.headers['www-authenticate'], `${REALM}, error="invalid_token"`)
+    }
+    t.same(store.creates, [], 'nothing reached the store')
+  })
+
   t.test('the scheme name is case-insensitive', async (t) => {
     for (const [i, scheme] of ['bearer', 'BEARER', 'BeArEr'].entries()) {
       const res = await post({ authorization: `${scheme} ${TOKEN}`, 'content-type': 'application/json' }, `{"id": ${30 + i}, "name": "${scheme}"}`)

@@ -3,6 +3,7 @@ import fc from 'fast-check'
 import http from 'node:http'
 import { forEachBackend, jsonHeaders, listeningTestApp } from '../helper.js'
 import { request } from '../support/http.js'
+import { fuzzRuns } from '../support/fuzz.js'
 
 // A replay is compared with what is stored exactly, code point for code
 // point, on both databases: an exact retry answers 200 with the plant as
@@ -97,7 +98,7 @@ forEachBackend(t, 'exact replays over HTTP', async (t, backend) => {
       const stored = await storedBytes(plant.id)
       const sentBytes = { name: hex(plant.name), tag: plant.tag === undefined ? null : hex(plant.tag) }
       if (JSON.stringify(stored) !== JSON.stringify(sentBytes)) throw new Error(`stored ${JSON.stringify(stored)}, sent ${JSON.stringify(sentBytes)}`)
-    }), { numRuns: 150 })
-    t.ok(runs >= 150, `${runs} plants created, replayed and contradicted`)
+    }), { numRuns: fuzzRuns(150) })
+    t.ok(runs >= fuzzRuns(150), `${runs} plants created, replayed and contradicted`)
   })
 })

@@ -5,9 +5,10 @@ import { assertErrorShape, buildTestApp, forEachBackend, jsonHeaders, listeningT
 import { carriesValidToken, fuzzRequestArb, type FuzzRequest } from '../support/fuzz-requests.js'
 import { halfClosedExchange, parseAnswers, rawExchange, type Chunk, type RawExchange } from '../support/http.js'
 import { sleep } from '../support/postgres.js'
+import { fuzzRuns } from '../support/fuzz.js'
 
-const FUZZ_RUNS = 10_000
-const SOCKET_FUZZ_RUNS = 300
+const FUZZ_RUNS = fuzzRuns(10_000)
+const SOCKET_FUZZ_RUNS = fuzzRuns(300)
 const SOCKETS_AT_ONCE = 8
 
 // Runs fn on every item, at most `width` at a time; the first error is thrown once all have ended.

@@ -109,3 +109,15 @@ t.test('the access line carries the caller and the outcome noted on the request'
   ])
   t.notOk('caller' in (lines.filter((l) => l.msg === ACCESS_LINE)[1] as Line), 'no caller field when none was noted')
 })
+
+t.test('a malformed body is never quoted in the 400 or the log, short or long', async (t) => {
+  const { logger, raw } = capture('info')
+  const { app } = await buildStubApp(t, { logLevel: 'info' }, logger)
+  // V8 quotes a body of 20 characters or fewer whole, and a longer one around the fault.
+  for (const body of ['Ficus at position 1', 'Ficus', `{"name": "Ficus", "tag": Ficus${'x'.repeat(40)}}`]) {
+    const res = await app.inject({ method: 'POST', url: '/plants', headers: jsonHeaders(), payload: body })
+    t.equal(res.statusCode, 400)
+    t.notMatch(res.body, /Ficus/, `the 400 to ${JSON.stringify(body.slice(0, 25))}: ${res.body}`)
+  }
+  t.notOk(raw.some((l) => l.includes('Ficus')), 'no log line holds the body')
+})

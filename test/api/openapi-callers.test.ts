@@ -1,6 +1,8 @@
 import t from 'tap'
 import { assertErrorShape, buildStubApp, jsonHeaders, postPlant } from '../helper.js'
 import { StoreUnavailableError } from '../../src/store/store-errors.js'
+import { RETRY_AFTER_SECONDS } from '../../src/http-error.js'
+import { ISSUER_RETRY_MAX_SECONDS } from '../../src/jwt-verification.js'
 
 // What a caller (or a client generator) needs from the served document:
 // servers, response headers per status, an Error example per status, which
@@ -49,7 +51,7 @@ t.test('the document for callers', async (t) => {
   })
 
   t.test('X-Request-Id is an optional request header', async (t) => {
-    t.same(post.parameters.map((p: Json) => [p.name, p.in, p.required]), [['X-Request-Id', 'header', false]])
+    t.same(post.parameters.map((p: Json) => [p.name, p.in, p.required]), [['X-Request-Id', 'header', false], ['traceparent', 'header', false]])
   })
 
   t.test('examples: a Plant for 200, and for each error the Error whose error is the status', async (t) => {
@@ -70,7 +72,7 @@ t.test('the document for callers', async (t) => {
       t.match(response.description, /retry|again/i, `${status} says whether to retry`)
     }
     t.match(responses['503']?.description, /safe to retry after the Retry-After/i)
-    t.match(responses['504']?.description, /outcome is unknown.*Replay the same create/is)
+    t.match(responses['504']?.description, /outcome is unknown.*Replay the same request/is)
     t.match(responses['409']?.description, /retrying answers 409 again/i)
     t.match(responses['400']?.description, /do not retry unchanged/i)
   })
@@ -80,7 +82,7 @@ t.test('the document for callers', async (t) => {
   })
 
   t.test('the id says how JavaScript callers keep it exact', async (t) => {
-    const id = doc.components.schemas.NewPlant.allOf[1].properties.id
+    const id = doc.components.schemas.NewPlant.properties.id
     t.same([id.type, id.format], ['integer', 'int64'])
     t.match(id.description, /bare JSON number/)
     t.match(id.description, /2\^53-1 \(9007199254740991\)/)
@@ -138,5 +140,73 @@ t.test('Swagger UI and the root address', async (t) => {
     t.equal(res.statusCode, 302)
     t.equal(res.headers.location, '/docs')
     t.ok(res.headers['x-request-id'])
+  })
+})
+
+// Issue 46's document items: each checked on the document a running configuration serves.
+t.test('the document bounds what it promises and says what the service does', async (t) => {
+  const served = async (overrides: Parameters<typeof buildStubApp>[1] = {}): Promise<Json> => {
+    const { app } = await buildStubApp(t, overrides)
+    return JSON.parse((await app.inject({ method: 'GET', url: '/openapi.json' })).body) as Json
+  }
+  const doc = await served()
+  const post = doc.paths['/plants'].post as Json
+
+  t.test('the 409 says what happened once, and asks nothing a caller cannot do', async (t) => {
+    const text = post.responses['409'].description as string
+    t.notMatch(text, /send the stored plant/i)
+    t.ok((text.match(/nothing (was|is) (changed|overwritten)/gi) ?? []).length <= 1, `said once: ${text}`)
+    const sentences = text.split(/(?<=\.) /)
+    t.equal(new Set(sentences).size, sentences.length, 'no sentence twice')
+  })
+
+  t.test('Error.error is an HTTP error status: int32, 400 to 599', async (t) => {
+    t.match(doc.components.schemas.Error.properties.error, { type: 'integer', format: 'int32', minimum: 400, maximum: 599 })
+  })
+
+  t.test('X-Request-Id answers follow the documented pattern, the one the service checks a caller\'s id by', async (t) => {
+    const parameter = post.parameters.find((p: Json) => p.name === 'X-Request-Id')
+    const pattern = doc.components.headers['X-Request-Id'].schema.pattern as string
+    t.equal(pattern, parameter.schema.pattern, 'the request header\'s pattern')
+    const { app } = await buildStubApp(t)
+    for (const id of ['abc-1.2:3_4', 'a'.repeat(128), 'a'.repeat(129), 'no spaces', 'ünïcode', '']) {
+      const res = await app.inject({ method: 'GET', url: '/health/live', headers: { 'x-request-id': id } })
+      const answered = res.headers['x-request-id'] as string
+      t.match(answered, new RegExp(pattern), `answered ${answered}`)
+      t.equal(answered === id, new RegExp(pattern).test(id), `${JSON.stringify(id.slice(0, 20))} kept exactly when the pattern allows it`)
+    }
+  })
+
+  t.test('traceparent is declared as an optional request header', async (t) => {
+    const traceparent = post.parameters.find((p: Json) => p.name === 'traceparent')
+    t.match(traceparent, { in: 'header', required: false, schema: { type: 'string' } })
+    t.match(traceparent.description, /W3C Trace Context/)
+  })
+
+  t.test('Retry-After is whole seconds, int32, at most the largest value the service sends', async (t) => {
+    const schema = doc.components.headers['Retry-After'].schema
+    t.match(schema, { type: 'integer', format: 'int32', minimum: 1 })
+    const { app } = await buildStubApp(t, { rateLimitPerMinute: 1 })
+    await postPlant(app, '{"id": 1, "name": "Monstera"}')
+    const limited = await postPlant(app, '{"id": 2, "name": "Monstera"}')
+    t.equal(limited.statusCode, 429)
+    t.equal(schema.maximum, Number(limited.headers['retry-after']), 'a fresh minute\'s 429 waits the longest')
+    for (const seconds of [...Object.values(RETRY_AFTER_SECONDS), ISSUER_RETRY_MAX_SECONDS]) t.ok(seconds <= schema.maximum, `${seconds} s`)
+  })
+
+  t.test('the 429 example says the configured limit', async (t) => {
+    const limited = await served({ rateLimitPerMinute: 7 })
+    const example = limited.paths['/plants'].post.responses['429'].content['application/json'].example
+    t.match(example.message, /\b7 a minute/)
+    const { app } = await buildStubApp(t, { rateLimitPerMinute: 1 })
+    await postPlant(app, '{"id": 1, "name": "Monstera"}')
+    const real = JSON.parse((await postPlant(app, '{"id": 2, "name": "Monstera"}')).body)
+    t.equal(real.message, example.message.replace('7 a minute', '1 a minute'), 'worded as the real answer')
+  })
+
+  t.test('with JWT access tokens, the scheme says it follows RFC 8725', async (t) => {
+    const withIssuer = await served({ auth: { issuer: 'http://127.0.0.1:9/', tokenUrl: 'http://127.0.0.1:9/token', audience: 'plant-store', requiredScope: 'plants:write', clockSkewS: 30, maxClients: 10 } })
+    t.match(withIssuer.components.securitySchemes.oauth2.description, /RFC 8725/)
+    t.match(withIssuer.components.securitySchemes.oauth2.description, /RFC 9068/)
   })
 })

@@ -29,7 +29,7 @@ async function routeOver (t: Teardown, create: (plant: PlantRecord) => Promise<C
     } as unknown as PlantStore)
   }, { name: 'db' }))
   await app.register(fp(async () => {}, { name: 'auth' }))
-  await app.register(plantsRoutes, { configured: [] })
+  await app.register(plantsRoutes)
   t.teardown(() => app.close())
   const post = async (payload: string) =>
     await app.inject({ method: 'POST', url: '/plants', headers: { 'content-type': 'application/json' }, payload })

@@ -2,8 +2,8 @@ import t from 'tap'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { DataDirInUseError, LOCK_FILE, lockDataDir } from '../../src/store/data-dir-lock.js'
-import { openPglite } from '../../src/store/pglite.js'
+import { DataDirInUseError, LOCK_FILE, lockDataDir } from '../../src/store/pglite/data-dir-lock.js'
+import { openPglite } from '../../src/store/pglite/index.js'
 
 t.test('one holder at a time; released, the directory is free again', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'plant-store-lock-'))

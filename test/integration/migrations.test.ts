@@ -1,7 +1,7 @@
 import t from 'tap'
 import { createTestDatabase, forEachBackend } from '../helper.js'
 import { withClient } from '../support/database.js'
-import { openPglite } from '../../src/store/pglite.js'
+import { openPglite } from '../../src/store/pglite/index.js'
 import { openPostgres } from '../../src/store/postgres.js'
 import { migrate, migrationsDir } from '../../src/store/migrations.js'
 import type { Db } from '../../src/store/db.js'

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { openPglite } from '../../src/store/pglite.js'
-import { pgliteOverThread, STAGE_CHARS, startPgliteThread } from '../../src/store/pglite-worker.js'
+import { openPglite } from '../../src/store/pglite/index.js'
+import { pgliteOverThread, STAGE_CHARS, startPgliteThread } from '../../src/store/pglite/thread-calls.js'
 import { isUnavailable, StoreUnavailableError } from '../../src/store/store-errors.js'
 
 // The embedded database on its own thread speaks the store's Db interface

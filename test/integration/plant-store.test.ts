@@ -3,7 +3,7 @@ import { pino } from 'pino'
 import { setImmediate as tick, setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from '../../app.js'
 import type { Db, QueryOptions, Row, Sql } from '../../src/store/db.js'
-import { openPglite } from '../../src/store/pglite.js'
+import { openPglite } from '../../src/store/pglite/index.js'
 import { openPostgres } from '../../src/store/postgres.js'
 import { migrate } from '../../src/store/migrations.js'
 import { OutcomeUnknownError, StoreUnavailableError } from '../../src/store/store-errors.js'
@@ -374,7 +374,7 @@ forEachBackend(t, 'the batching writer', async (t, backend) => {
 
   t.test('a batch is bounded by the bytes of its names and tags as well as by rows', async (t) => {
     const db = controlled(base)
-    const writer = createPlantStore(db, { writer: { concurrency: 1, maxBatchBytes: 100 } })
+    const writer = createPlantStore(db, { writer: { concurrency: 1, maxBatchChars: 100 } })
     const release = db.hold()
     const head = writer.create(plant(730n, 'Head'))
     await turns()

@@ -4,7 +4,7 @@ import { performance } from 'node:perf_hooks'
 import { freePort, stageRuntime, startBuiltServer } from '../support/processes.js'
 import { startLivenessProbe } from '../support/liveness-probe.js'
 import { migratedTempDataDir } from '../support/pglite-template.js'
-import { openPglite } from '../../src/store/pglite.js'
+import { openPglite } from '../../src/store/pglite/index.js'
 
 // Embedded database work runs off the HTTP thread: a burst of large creates
 // on PGlite must not stall liveness, every create is answered 200 (stored)

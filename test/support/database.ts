@@ -1,5 +1,5 @@
 import pg from 'pg'
-import { openPglite } from '../../src/store/pglite.js'
+import { openPglite } from '../../src/store/pglite/index.js'
 
 // Reading the database directly, for the tests and the benchmark.
 

@@ -1,7 +1,7 @@
 import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { openPglite } from '../../src/store/pglite.js'
+import { openPglite } from '../../src/store/pglite/index.js'
 import { migrate } from '../../src/store/migrations.js'
 import { buildOnce, inputsHash, root } from './build-once.js'
 

@@ -1,15 +1,22 @@
 import t from 'tap'
 import { readFile } from 'node:fs/promises'
-import { createPlantErrors } from '../../src/answers.js'
+import { buildStubApp } from '../helper.js'
 
 // docs/api.md is where callers read what the service promises; the README
 // points there (test/unit/doc-links.test.ts checks the links).
 
 const read = async (path: string) => await readFile(new URL(`../../${path}`, import.meta.url), 'utf8')
 
+// With an issuer and a rate limit, the served document lists every status POST /plants can answer.
+const AUTH = { issuer: 'http://127.0.0.1:9/', audience: 'plant-store', requiredScope: 'plants:write', clockSkewS: 30, maxClients: 10 }
+
 t.test('docs/api.md covers every documented status and header', async (t) => {
   const api = await read('docs/api.md')
-  for (const status of ['200', ...Object.keys(createPlantErrors)]) {
+  const { app } = await buildStubApp(t, { auth: AUTH, rateLimitPerMinute: 10 })
+  const doc = JSON.parse((await app.inject({ method: 'GET', url: '/openapi.json' })).body) as { paths: Record<string, { post: { responses: object } }> }
+  const statuses = Object.keys(doc.paths['/plants']?.post.responses ?? {})
+  t.ok(statuses.includes('403') && statuses.includes('429'), `all configured: ${statuses.join(', ')}`)
+  for (const status of statuses) {
     t.match(api, new RegExp(`^\\| ${status} \\|`, 'm'), `${status} has a row`)
   }
   for (const header of ['X-Request-Id', 'Retry-After', 'WWW-Authenticate', 'Allow']) {

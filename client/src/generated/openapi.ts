@@ -43,12 +43,16 @@ export interface components {
          *       "tag": "indoor"
          *     }
          */
-        NewPlant: components["schemas"]["Plant"] & {
+        NewPlant: {
             /**
              * Format: int64
              * @description Identification number of the plant: a signed 64-bit integer, stored exactly. Send it as a bare JSON number (a string is refused). JavaScript callers: a `number` is exact only up to 2^53-1 (9007199254740991), and JSON.stringify writes a larger id rounded, so another plant would be stored. Use the plant store client (`client/` in the repository; bigint ids), or on Node 22+ write the id with `JSON.rawJSON('9007199254740993')`.
              */
             id: number;
+            /** @description The name of the plant */
+            name: string;
+            /** @description Tag to specify the type */
+            tag?: string;
         };
         /** @description What went wrong. */
         Error: {
@@ -67,7 +71,7 @@ export interface components {
     headers: {
         /** @description On every answer: the id of this request in the service log. It is yours when you sent an X-Request-Id of 1-128 characters of A-Z a-z 0-9 . _ : - (else a generated UUID). Quote it when reporting a problem. */
         "X-Request-Id": string;
-        /** @description Seconds to wait before sending the same request again. */
+        /** @description Whole seconds to wait before sending the same request again. */
         "Retry-After": number;
         /** @description The bearer challenge (RFC 6750): `Bearer realm="plant-store"`; with `error="invalid_token"` when a token was sent but is not accepted (for a JWT, `error_description` tells an expired token apart), or `error="insufficient_scope", scope="plants:write"` on a 403 when a JWT lacks the scope. */
         "WWW-Authenticate": string;
@@ -82,6 +86,8 @@ export interface operations {
             header?: {
                 /** @description Optional: an id of yours for this request, echoed in the X-Request-Id answer header and written on its log lines. */
                 "X-Request-Id"?: string;
+                /** @description Optional: the W3C Trace Context of your trace. The service continues it: its trace id is on every log line of the request, and spans the service exports join your trace. One that is not valid is ignored. */
+                traceparent?: string;
             };
             path?: never;
             cookie?: never;
@@ -115,7 +121,7 @@ export interface operations {
                     "application/json": components["schemas"]["Plant"];
                 };
             };
-            /** @description The body is not valid JSON (or not UTF-8, or has a key twice), not an object, or not a valid NewPlant; the message names the field and the rule. Nothing was stored. Do not retry unchanged: fix the request. */
+            /** @description The body is not valid JSON (or not UTF-8, or has a key twice), not an object, or not what the operation takes; the message names the field and the rule. Nothing was stored. Do not retry unchanged: fix the request. */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -125,7 +131,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": 400,
-                     *       "message": "body/id must be integer"
+                     *       "message": "Body is not valid JSON: Unexpected end of JSON input"
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
@@ -164,7 +170,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A different plant (another name or tag) is already stored under this id; nothing was overwritten. Nothing was changed. Retrying answers 409 again: choose another id, or send the stored plant. */
+            /** @description A different plant (another name or tag) is already stored under this id; nothing was overwritten. Retrying answers 409 again: send the plant under another id. */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -196,7 +202,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The Content-Type is not application/json (parameters such as charset=utf-8 are allowed, empty ones too; another charset is not). Nothing was stored. Do not retry unchanged: send Content-Type: application/json. */
+            /** @description The Content-Type is not application/json (parameters such as charset=utf-8 are allowed, and so are empty ones; another charset is not). Nothing was stored. Do not retry unchanged: send Content-Type: application/json. */
             415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -212,7 +218,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description An unexpected failure; the details are in the service log under the X-Request-Id. Nothing was acknowledged. The same create is safe to retry (it is idempotent); report the X-Request-Id if it persists. */
+            /** @description An unexpected failure; the details are in the service log under the X-Request-Id. Nothing was acknowledged. Sending the same request again is safe where the operation is idempotent; report the X-Request-Id if it persists. */
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -244,7 +250,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The database is unreachable or too slow, too many creates are waiting, the service is overloaded (the body is not read) or shutting down, or the issuer's keys cannot be had to check a JWT. Nothing was stored. Safe to retry after the Retry-After delay. */
+            /** @description The database is unreachable or too slow, too many writes are waiting for it, the service is overloaded (the body is not read) or shutting down, or the issuer's keys cannot be had to check a JWT. Nothing was stored. Safe to retry after the Retry-After delay. */
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -261,7 +267,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The write was sent to the database and not confirmed in time (a commit waiting for a synchronous standby, a frozen database, a lost reply): the outcome is unknown, the plant may or may not be stored. Replay the same create after the Retry-After delay: it tells (200 if the plant is stored, by this request or the replay; 409 if a different plant is). Never assume it was not stored. */
+            /** @description The write was sent to the database and not confirmed in time (a commit waiting for a synchronous standby, a frozen database, a lost reply): the outcome is unknown: the write may or may not be stored. Replay the same request after the Retry-After delay: the answer to an idempotent write tells what is stored. Never assume that it was not stored. */
             504: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

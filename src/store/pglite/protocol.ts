@@ -1,4 +1,4 @@
-// The messages between the HTTP thread and the thread that owns PGlite (pglite-thread.ts). Values cross by
+// The messages between the HTTP thread and the thread that owns PGlite (thread.ts). Values cross by
 // structured clone, which keeps bigint (int8) and Date exact.
 
 // extraStartParams: added to PGlite's own.

@@ -1,11 +1,11 @@
 import { existsSync } from 'node:fs'
 import { statfs } from 'node:fs/promises'
 import { join } from 'node:path'
-import type { Connection, Db, QueryOptions, Row } from './db.js'
-import { sentWriteError, StoreUnavailableError } from './store-errors.js'
-import { makeWritableDirectory } from '../directory.js'
+import type { Db, QueryOptions, Row } from '../db.js'
+import { sentWriteError, StoreUnavailableError } from '../store-errors.js'
+import { makeWritableDirectory } from '../../directory.js'
 import { lockDataDir } from './data-dir-lock.js'
-import { pgliteOverThread, startPgliteThread } from './pglite-worker.js'
+import { pgliteOverThread, startPgliteThread, type Connection } from './thread-calls.js'
 
 // Shared buffers are touched at start-up inside the WebAssembly memory, so all are resident at once; a page not
 // in them is still in the OS page cache, and a small size ran the benchmark as fast (bench/RESULTS.md).
@@ -13,7 +13,7 @@ export const PGLITE_SHARED_BUFFERS = '8MB'
 // PGlite runs one backend, but shared memory (lock table, process slots) is sized for max_connections.
 export const PGLITE_MAX_CONNECTIONS = 8
 
-// The embedded database, on a thread of its own (pglite-worker.ts), its directory locked first: one process at a time.
+// The embedded database, on a thread of its own (thread-calls.ts), its directory locked first: one process at a time.
 export async function openPglite (dataDir: string): Promise<Db> {
   const inMemory = dataDir.startsWith('memory://')
   if (!inMemory) makeWritableDirectory(dataDir)
@@ -35,8 +35,8 @@ export async function openPglite (dataDir: string): Promise<Db> {
     ...db,
     // One statement at a time: a second batch would only wait inside PGlite.
     writers: 1,
-    // PGlite cannot cancel a statement (WebAssembly has no timer signal): past
-    // the deadline, rolled back. Only a COMMIT sent leaves the outcome unknown.
+    // PGlite cannot cancel a statement (WebAssembly has no timer signal), so a batch that ends past the deadline is
+    // rolled back. Only a COMMIT that was sent leaves the outcome unknown.
     async writeBefore<R extends Row = Row> (deadline: number, text: string, params?: unknown[], options?: QueryOptions): Promise<R[]> {
       let committing = false
       return await db.transaction(async (tx) => {

@@ -3,12 +3,15 @@ import { once } from 'node:events'
 import { setImmediate } from 'node:timers/promises'
 import { extname } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { commitOrRollBack, type Connection, type Row, type Sql } from './db.js'
-import { asStoreError, StoreUnavailableError } from './store-errors.js'
-import { errorFromData, type PgliteThreadData, type Reply, type Request, type Started } from './pglite-protocol.js'
+import { commitOrRollBack, type Db, type Row, type Sql } from '../db.js'
+import { asStoreError, StoreUnavailableError } from '../store-errors.js'
+import { errorFromData, type PgliteThreadData, type Reply, type Request, type Started } from './protocol.js'
 
 // The thread's file beside this one: .js compiled to dist/, .ts under tsx, whose hooks the worker shares (Node 22.2+).
-const threadFile = new URL(`./pglite-thread${extname(fileURLToPath(import.meta.url))}`, import.meta.url)
+const threadFile = new URL(`./thread${extname(fileURLToPath(import.meta.url))}`, import.meta.url)
+
+// The thread's connection, before index.ts adds the write rules.
+export type Connection = Omit<Db, 'writers' | 'writeBefore' | 'freeBytes' | 'probe'>
 
 export function startPgliteThread (data: PgliteThreadData): Worker {
   return new Worker(threadFile, { workerData: data })
@@ -47,7 +50,7 @@ function charsOf (value: unknown): number {
   return 8
 }
 
-// The store's Db over a thread running pglite-thread.ts, once PGlite is open there. Errors come through asStoreError;
+// The store's Db over a thread running thread.ts, once PGlite is open there. Errors come through asStoreError;
 // a thread that dies fails what it was doing and everything after with StoreUnavailableError, never a hang.
 export async function pgliteOverThread (worker: Worker): Promise<Connection> {
   await started(worker)
@@ -120,7 +123,7 @@ function callsTo (worker: Worker) {
     if (gone !== undefined) throw gone
     worker.postMessage(message)
   }
-  // parts go first, one message each, the event loop free between them.
+  // The parts go first, one message each, and the event loop runs between them.
   const call: CallThread = async (request, parts = []) => {
     if (gone !== undefined) throw gone
     const id = nextId++

@@ -1,9 +1,9 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import { setFlagsFromString } from 'node:v8'
 import type { PGlite as PGliteType, Transaction } from '@electric-sql/pglite'
-import { errorToData, type PgliteThreadData, type Reply, type Request, type Started } from './pglite-protocol.js'
+import { errorToData, type PgliteThreadData, type Reply, type Request, type Started } from './protocol.js'
 
-// The thread that owns the embedded database (pglite-worker.ts starts it): a large statement keeps it busy, not HTTP.
+// The thread that owns the embedded database (thread-calls.ts starts it): a large statement keeps it busy, not HTTP.
 
 // TurboFan's tier-up of PGlite's WebAssembly held more resident memory for no throughput (bench/RESULTS.md):
 // stay on Liftoff. V8 reads the flag when it compiles a module, so it is set before PGlite is loaded.

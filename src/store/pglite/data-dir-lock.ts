@@ -2,7 +2,7 @@ import { closeSync, ftruncateSync, openSync, readFileSync, writeSync } from 'nod
 import { createRequire } from 'node:module'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
-import { ConfigError } from '../config.js'
+import { ConfigError } from '../../config.js'
 
 // Prebuilt binaries (no compiler in the image); on Linux an open-file-description lock (fcntl F_OFD_SETLK).
 const native = createRequire(import.meta.url)('fs-native-extensions') as { tryLock(fd: number): boolean, unlock(fd: number): void }
