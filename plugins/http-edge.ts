@@ -4,8 +4,7 @@ import { Socket } from 'node:net'
 import type { FastifyError, FastifyHttpOptions, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { Config } from '../src/config.js'
 import { HttpError, rawError, RETRY_AFTER_SECONDS, retryAfter } from '../src/http-error.js'
-import { genReqId, newRequestId } from '../src/request-ids.js'
-import { ACCESS_LINE, edgeAccessFields } from './access-log.js'
+import { ACCESS_LINE, edgeAccessFields, genReqId, newRequestId } from './access-log.js'
 import { notFound } from './error-answers.js'
 
 // The connection rules and what HTTP/1.1 leaves to the server (docs/architecture.md).
