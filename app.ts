@@ -4,6 +4,7 @@ import type { Config } from './src/config.js'
 import { AccessTokens } from './src/jwt-verification.js'
 import accessLog, { loggingOptions } from './plugins/access-log.js'
 import authPlugin, { staticCallerNames } from './plugins/auth.js'
+import connectionRules, { connectionRuleOptions } from './plugins/connection-rules.js'
 import dbPlugin, { type DbPluginOptions } from './plugins/db.js'
 import docsPlugin from './plugins/docs.js'
 import errorAnswers, { frameworkErrorHandler } from './plugins/error-answers.js'
@@ -31,7 +32,9 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
     ...edgeOptions(config, timeouts),
     ...loggingOptions(logger),
     // Errors raised before routing (a URL that does not decode), in the Error shape.
-    frameworkErrors: frameworkErrorHandler
+    frameworkErrors: frameworkErrorHandler,
+    // The connection rules' answer to malformed HTTP (below).
+    ...connectionRuleOptions
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   await app.register(accessLog)
@@ -43,6 +46,13 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
     await app.register((await import('./plugins/metrics.js')).default, { port: config.metricsPort, host: config.host })
   }
   await app.register(errorAnswers)
+  // The connection rules this contract adds to Node's and Fastify's (plugins/connection-rules.ts): pipelined
+  // requests served one at a time, the lingering close, malformed HTTP and CONNECT answered in the Error shape, an
+  // unmet Expect, clients that half-close. Deleting the file, this line and the options above leaves the service
+  // working, but a request pipelined behind a closing answer may be processed, an early answer may be lost to a
+  // reset, and malformed HTTP gets Fastify's own answer: test/process/pipelining, lingering-close,
+  // closed-means-closed, framing, http-limits, edge-answers and test/api/hostile, errors, logging fail.
+  await app.register(connectionRules)
   await app.register(httpEdge)
   await app.register(jsonBody)
   await app.register(dbPlugin, { config, background, writer, store })

@@ -1,6 +1,6 @@
 import t from 'tap'
 import http, { type Server } from 'node:http'
-import { answerHalfClosedClients } from '../../plugins/http-edge.js'
+import { answerHalfClosedClients } from '../../plugins/connection-rules.js'
 
 // httpAllowHalfOpen is the one field of Node's HTTP server the service sets
 // that Node does not document: a Node without it fails at start-up.
