@@ -33,7 +33,7 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
     ...loggingOptions(logger),
     // Errors raised before routing (a URL that does not decode), in the Error shape.
     frameworkErrors: frameworkErrorHandler,
-    // The connection rules' answer to malformed HTTP (below).
+    // The connection rules' answers to malformed HTTP, and their closing of a URL that does not decode (below).
     ...connectionRuleOptions
   }).withTypeProvider<TypeBoxTypeProvider>()
 
@@ -51,7 +51,7 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
   // unmet Expect, clients that half-close. Deleting the file, this line and the options above leaves the service
   // working, but a request pipelined behind a closing answer may be processed, an early answer may be lost to a
   // reset, and malformed HTTP gets Fastify's own answer: test/process/pipelining, lingering-close,
-  // closed-means-closed, framing, http-limits, edge-answers and test/api/hostile, errors, logging fail.
+  // closed-means-closed, framing, http-limits, edge-answers, edge-truths and test/api/hostile, errors, logging fail.
   await app.register(connectionRules)
   await app.register(httpEdge)
   await app.register(jsonBody)

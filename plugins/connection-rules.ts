@@ -4,6 +4,7 @@ import { Socket } from 'node:net'
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify'
 import { errorBody, everyAnswerHeaders, JSON_CONTENT_TYPE } from '../src/http-error.js'
 import { ACCESS_LINE, edgeAccessFields, genReqId, newRequestId } from './access-log.js'
+import { frameworkErrorHandler } from './error-answers.js'
 
 // The connection rules this contract adds to what Node and Fastify do (docs/architecture.md, "The connection
 // rules"): pipelined requests served one at a time, an answer given while the client still sends held until those
@@ -157,8 +158,16 @@ function clientErrorHandler (this: FastifyInstance, err: Error & { code?: string
   this.log.info({ ...edgeAccessFields(reqId, status), reason: 'malformed HTTP', code: err.code }, ACCESS_LINE)
 }
 
+// A URL that does not decode is answered before any hook runs: it closes the connection like every other answer
+// to a malformed request, and what is pipelined behind it is dropped.
+function closingFrameworkErrors (err: Error, request: FastifyRequest, reply: FastifyReply): void {
+  if (!serveOneAtATime(request, reply)) return
+  reply.header('connection', 'close')
+  holdClosingAnswer(request, reply, undefined, () => { frameworkErrorHandler(err, request, reply) })
+}
+
 // Fixed when the instance is created, so app.ts passes them to Fastify().
-export const connectionRuleOptions: Pick<FastifyServerOptions, 'clientErrorHandler'> = { clientErrorHandler }
+export const connectionRuleOptions: Pick<FastifyServerOptions, 'clientErrorHandler' | 'frameworkErrors'> = { clientErrorHandler, frameworkErrors: closingFrameworkErrors }
 
 async function connectionRules (fastify: FastifyInstance): Promise<void> {
   answerHalfClosedClients(fastify.server)
@@ -192,4 +201,4 @@ export function answerHalfClosedClients (server: Server): void {
   s.httpAllowHalfOpen = true
 }
 
-export default fp(connectionRules, { name: 'connection-rules', fastify: '5.x' })
+export default fp(connectionRules, { name: 'connection-rules', fastify: '5.x', dependencies: ['error-answers'] })
