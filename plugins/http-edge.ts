@@ -49,15 +49,13 @@ export function edgeOptions (config: Config, timeouts?: Partial<ServerTimeouts>)
 const CLOSE = { connection: 'close' }
 
 // A request the service cannot read as the client meant it, refused before anything else (RFC 9112 3.2 and 6.1,
-// RFC 9110 6.2). Node decodes chunked only, so a coding in front of it would reach the JSON reader undecoded.
+// RFC 9110 5.3 and 6.2). Node decodes chunked only, so a coding in front of it would reach the JSON reader undecoded.
 function framingError (req: IncomingMessage): HttpError | undefined {
   if (req.httpVersionMajor !== 1 || req.httpVersionMinor > 1) {
     return new HttpError(505, `HTTP/${req.httpVersion.slice(0, 10)} is not supported: send HTTP/1.1`, CLOSE)
   }
-  let hosts = 0
-  const raw = req.rawHeaders
-  for (let i = 0; i < raw.length; i += 2) if ((raw[i] as string).length === 4 && (raw[i] as string).toLowerCase() === 'host') hosts++
-  if (hosts > 1) return new HttpError(400, 'The request has more than one Host header', CLOSE)
+  const twice = repeatedSingleton(req.rawHeaders)
+  if (twice !== undefined) return new HttpError(400, `The request has more than one ${twice} header`, CLOSE)
   const host = req.headers.host
   if (host === undefined ? req.httpVersionMinor === 1 : !VALID_HOST.test(host)) {
     return new HttpError(400, host === undefined ? 'An HTTP/1.1 request needs a Host header' : 'The Host header is not a valid host[:port]', CLOSE)
@@ -67,6 +65,19 @@ function framingError (req: IncomingMessage): HttpError | undefined {
     return new HttpError(501, `Transfer-Encoding ${coding.slice(0, 100)} is not implemented: send the body as it is, or chunked`, CLOSE)
   }
   return undefined
+}
+
+// Host and Authorization may appear once (RFC 9110 5.3). Node keeps the first of two, while a proxy in front may
+// have read the last: the service would then answer for, or authenticate, a request other than the one it was sent.
+function repeatedSingleton (rawHeaders: string[]): string | undefined {
+  let hosts = 0
+  let authorizations = 0
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i] as string
+    if (name.length === 4 && name.toLowerCase() === 'host') hosts++
+    else if (name.length === 13 && name.toLowerCase() === 'authorization') authorizations++
+  }
+  return hosts > 1 ? 'Host' : authorizations > 1 ? 'Authorization' : undefined
 }
 
 // uri-host [ ":" port ]: an IP literal, or a reg-name of unreserved characters, sub-delims and %-escapes.

@@ -6,7 +6,9 @@ import { startServerProcess, type SourceServer } from '../support/processes.js'
 import { untilReady } from '../support/big-creates.js'
 
 // What the edge tells the truth about, over real sockets to a real process:
-// a URL that does not decode is answered like every other closing answer.
+// a URL that does not decode is answered like every other closing answer, and
+// a header that may appear once (Authorization) sent twice is refused before
+// auth.
 
 const create = (id: number, extra = ''): string => {
   const body = JSON.stringify({ id, name: `behind ${id}` })
@@ -65,4 +67,29 @@ forEachBackend(t, 'the truth at the edge', async (t, backend) => {
     t.same(answeredStatuses(out.response), [400], 'answered 400')
     t.ok(out.closedByServer, 'and the connection ended by the server, not reset before the answer')
   })
+
+  const twice: Array<[string, string]> = [
+    ['a valid token, then a wrong one', `Authorization: Bearer ${TOKEN}\r\nAuthorization: Bearer wrong\r\n`],
+    ['a wrong token, then a valid one', `Authorization: Bearer wrong\r\nAuthorization: Bearer ${TOKEN}\r\n`],
+    ['the valid token twice', `Authorization: Bearer ${TOKEN}\r\nAuthorization: Bearer ${TOKEN}\r\n`]
+  ]
+  for (const [what, lines] of twice) {
+    await t.test(`two Authorization headers (${what}): 400 before auth, nothing stored, the connection closed`, async (t) => {
+      const id = nextId++
+      const body = JSON.stringify({ id, name: 'two tokens' })
+      const out = await rawExchange(port, [{
+        data: `POST /plants HTTP/1.1\r\nHost: localhost\r\n${lines}Content-Type: application/json\r\n` +
+          `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}` + create(nextId++)
+      }], 5_000)
+      await sleep(300)
+      const answers = parseAnswers(out.response)
+      t.same(answers.map((a) => a.status), [400], 'one 400, nothing after it')
+      t.match(JSON.parse(answers[0]?.body ?? '{}'), { error: 400, message: /Authorization/ }, 'naming the header, in the Error shape')
+      t.notOk(answers[0]?.headers['www-authenticate'], 'not an authentication failure: the request is malformed')
+      t.equal(answers[0]?.headers.connection, 'close', 'with Connection: close')
+      t.ok(out.closedByServer, 'then the connection ended')
+      t.notOk(await stored(server, id), 'the create was not stored')
+      t.notOk(await stored(server, id + 1), 'nor the one behind it')
+    })
+  }
 })
