@@ -3,7 +3,7 @@ import type { IncomingMessage, Server } from 'node:http'
 import type { FastifyError, FastifyHttpOptions, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { Config } from '../src/config.js'
 import { HttpError, RETRY_AFTER_SECONDS, retryAfter } from '../src/http-error.js'
-import { notFound } from './error-answers.js'
+import { notFound, pathOf } from './error-answers.js'
 
 // The edge every HTTP service wants: timeouts and size limits, requests whose framing the service cannot read
 // refused, 404 and 405 before a body is read, and new requests refused while the service shuts down. The
@@ -96,7 +96,7 @@ function routingRule (fastify: FastifyInstance): (request: FastifyRequest) => Ht
   })
   return (request) => {
     if (!request.is404) return undefined
-    const path = request.url.split('?')[0] ?? ''
+    const path = pathOf(request.url)
     let decoded = path
     try {
       decoded = decodeURIComponent(path)

@@ -6,9 +6,10 @@ import { startServerProcess, type SourceServer } from '../support/processes.js'
 import { untilReady } from '../support/big-creates.js'
 
 // What the edge tells the truth about, over real sockets to a real process:
-// a URL that does not decode is answered like every other closing answer, and
-// a header that may appear once (Authorization) sent twice is refused before
-// auth.
+// a URL that does not decode is answered like every other closing answer; a
+// header that may appear once (Authorization) sent twice is refused before
+// auth; and what a client puts in a query string never comes back in a
+// message or goes into the log.
 
 const create = (id: number, extra = ''): string => {
   const body = JSON.stringify({ id, name: `behind ${id}` })
@@ -33,6 +34,7 @@ forEachBackend(t, 'the truth at the edge', async (t, backend) => {
   t.teardown(() => testDb.drop())
   const server = await startServerProcess({
     ...(testDb.url === undefined ? {} : { databaseUrl: testDb.url }),
+    env: { LOG_LEVEL: 'debug' },
     startTimeoutMs: 60_000
   })
   t.teardown(() => server.stop())
@@ -92,4 +94,32 @@ forEachBackend(t, 'the truth at the edge', async (t, backend) => {
       t.notOk(await stored(server, id + 1), 'nor the one behind it')
     })
   }
+
+  await t.test('a token in the query string is never echoed nor logged', async (t) => {
+    const secret = 'query-secret-5e0d7b'
+    const query = `?access_token=${secret}&x=1`
+    const requests: Array<[string, string, number]> = [
+      ['an unknown path', `GET /nowhere${query} HTTP/1.1\r\nHost: localhost\r\n\r\n`, 404],
+      ['an unknown path with a body', `POST /nowhere${query} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\n{}`, 404],
+      ['a wrong method', `DELETE /plants${query} HTTP/1.1\r\nHost: localhost\r\n\r\n`, 405],
+      ['a path that does not decode', `GET /%zz${query} HTTP/1.1\r\nHost: localhost\r\n\r\n`, 400],
+      ['an API path that does not decode', `POST /plants%zz${query} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\n{}`, 400],
+      ['a create', create(nextId++).replace('POST /plants ', `POST /plants${query} `), 200],
+      ['no token', `POST /plants${query} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\n{}`, 401],
+      ['a probe', `GET /health/live${query} HTTP/1.1\r\nHost: localhost\r\n\r\n`, 200],
+      ['HTTP/2.0', `GET /nowhere${query} HTTP/2.0\r\nHost: localhost\r\n\r\n`, 505],
+      ['a header Node refuses', `GET /nowhere${query} HTTP/1.1\r\nHost: localhost\r\nBad Header: x\r\n\r\n`, 400],
+      ['CONNECT', `CONNECT /nowhere${query} HTTP/1.1\r\nHost: localhost\r\n\r\n`, 400]
+    ]
+    for (const [what, data, status] of requests) {
+      // Connection: close, so that every exchange ends with its answer.
+      const out = await rawExchange(port, [{ data: data.replace('\r\n', '\r\nConnection: close\r\n') }], 5_000)
+      t.same(answeredStatuses(out.response), [status], `${what}: ${status}`)
+      t.notMatch(out.response, secret, `${what}: the query is not in the answer`)
+    }
+    await sleep(500)
+    const leaking = server.logs.filter((line) => JSON.stringify(line).includes(secret))
+    t.same(leaking, [], 'no log line holds the query')
+    t.ok(server.logs.some((line) => line.status === 404 && line.msg === 'request'), 'the requests were logged')
+  })
 })
