@@ -10,7 +10,8 @@ import { HttpError, RETRY_AFTER_SECONDS, retryAfter } from '../src/http-error.js
 // arrived, and the large bodies arriving fast (docs/operations.md, "Limits and timeouts", says why each is there).
 // Requests of app.inject have no connection and no bytes to count: no rule applies to them.
 
-// A saturated loop, busy this share of a sample, takes no large body (a small one costs about what its 503 would).
+// The loop is saturated when busy this share of a sample. It then takes large bodies from one client at a time, and
+// small ones always: their 503 would cost the loop about what they do.
 const MAX_EVENT_LOOP_UTILIZATION = 0.9
 const SAMPLE_INTERVAL_MS = 100
 // A body this large costs the loop milliseconds to read, parse and answer.
@@ -34,28 +35,39 @@ function declaredLength (request: FastifyRequest): number | undefined {
 
 async function loadShedding (fastify: FastifyInstance, { bodyLimit }: { bodyLimit: number }): Promise<void> {
   const bodies = bodiesInProgress(bodyLimit)
+  // A body that may be large: one declaring LARGE_BODY or more (more than BODY_LIMIT is answered 413 unread, and
+  // costs nothing), or a chunked one, whose length is unknown until its bytes arrive.
+  const mayBeLarge = (length: number | undefined): boolean => length === undefined || (length >= LARGE_BODY && length <= bodyLimit)
+  // Whether a body that may be large was refused since the last one was taken: other clients are competing for it.
+  let refusedSinceTaken = false
+  const refuse = (why: string): HttpError => {
+    refusedSinceTaken = true
+    return overloaded(why)
+  }
   await fastify.register(underPressure, {
     sampleInterval: SAMPLE_INTERVAL_MS,
     maxEventLoopUtilization: MAX_EVENT_LOOP_UTILIZATION,
     // The share of the last sample, not of the whole life of the process.
     eventLoopUtilizationMode: 'interval',
     // Called only while the loop is saturated: a rejection is the answer, nothing returned admits the request. A
-    // chunked body is taken as the small body it usually is, unless large bodies are arriving.
+    // body that may be large is taken only while no large body arrives and none was refused since the last was
+    // taken: a client sending one after another is taken in turn, a burst is not (until the loop has time again).
     pressureHandler: (request) => {
-      const length = declaredLength(request)
-      const large = length === undefined ? bodies.arrivingFast() > 0 : length >= LARGE_BODY && length <= bodyLimit
-      return large && request.raw.socket instanceof Socket ? Promise.reject(overloaded('the event loop is saturated')) : undefined
+      if (!(request.raw.socket instanceof Socket) || !mayBeLarge(declaredLength(request))) return
+      const competing = refusedSinceTaken || bodies.arrivingFast() > 0
+      return competing ? Promise.reject(refuse('the event loop is saturated')) : undefined
     }
   })
   fastify.addHook('onRequest', (request, reply, done) => {
     const socket = request.raw.socket
     const length = declaredLength(request)
-    // A body declaring more than BODY_LIMIT is answered 413 unread: it costs nothing either.
+    // A small body is held to what it declared; one declaring more than BODY_LIMIT is answered 413 unread.
     const uncounted = length !== undefined && (length <= bodyLimit / SMALL_BODY_SHARE || length > bodyLimit)
     if (!(socket instanceof Socket) || uncounted) return done()
     if (bodies.bytesHeld() >= BODIES_HELD * bodyLimit) return done(overloaded('too many request bodies are in progress'))
-    if ((length === undefined || length >= LARGE_BODY) && bodies.arrivingFast() >= ARRIVING_AT_ONCE) {
-      return done(overloaded('too many large request bodies are arriving'))
+    if (mayBeLarge(length)) {
+      if (bodies.arrivingFast() >= ARRIVING_AT_ONCE) return done(refuse('too many large request bodies are arriving'))
+      refusedSinceTaken = false
     }
     bodies.add(socket, reply.raw)
     done()
