@@ -4,6 +4,7 @@ import type { Config } from './src/config.js'
 import { AccessTokens } from './src/jwt-verification.js'
 import accessLog, { loggingOptions } from './plugins/access-log.js'
 import authPlugin, { staticCallerNames } from './plugins/auth.js'
+import connectionRules, { connectionRuleOptions } from './plugins/connection-rules.js'
 import dbPlugin, { type DbPluginOptions } from './plugins/db.js'
 import docsPlugin from './plugins/docs.js'
 import errorAnswers, { frameworkErrorHandler } from './plugins/error-answers.js'
@@ -37,7 +38,9 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
     ...edgeOptions(config, timeouts),
     ...loggingOptions(logger),
     // Errors raised before routing (a URL that does not decode), in the Error shape.
-    frameworkErrors: frameworkErrorHandler
+    frameworkErrors: frameworkErrorHandler,
+    // The connection rules' answers to malformed HTTP, and their closing of a URL that does not decode (below).
+    ...connectionRuleOptions
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   await app.register(accessLog)
@@ -50,6 +53,13 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
     await app.register((await import('./plugins/metrics.js')).default, { port: config.metricsPort, host: config.host })
   }
   await app.register(errorAnswers)
+  // The connection rules this contract adds to Node's and Fastify's (plugins/connection-rules.ts): pipelined
+  // requests served one at a time, the lingering close, malformed HTTP and CONNECT answered in the Error shape, an
+  // unmet Expect, clients that half-close. Deleting the file, this line and the options above leaves the service
+  // working, but a request pipelined behind a closing answer may be processed, an early answer may be lost to a
+  // reset, and malformed HTTP gets Fastify's own answer: test/process/pipelining, lingering-close,
+  // closed-means-closed, framing, http-limits, edge-answers, edge-truths and test/api/hostile, errors, logging fail.
+  await app.register(connectionRules)
   await app.register(httpEdge)
   await app.register(jsonBody)
   await app.register(dbPlugin, { config, background, writer, store })
@@ -65,6 +75,10 @@ export async function buildApp ({ config, logger = false, background, timeouts, 
   // always answer), and the rate limit counts authenticated creates.
   await app.register(async (api) => {
     await api.register(authPlugin, { tokens: config.apiTokens, names: config.tokenNames, accessTokens })
+    // Overload answered 503 before a body is read (plugins/load-shedding.ts), by the event loop's utilisation and by
+    // the bodies that have arrived. Deleting the file and this line leaves a burst of large creates free to stall
+    // /health/live for seconds (3.5 s for 300 x 1 MB, 34 s for 100 x 1 MB of escaped keys, measured here):
+    // test/process/overload, costly-bodies and test/api/load-shedding fail.
     await api.register(loadShedding, { bodyLimit: config.bodyLimit })
     if (config.rateLimitPerMinute !== undefined) {
       await api.register(rateLimitPlugin, {

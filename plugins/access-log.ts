@@ -1,12 +1,15 @@
 import fp from 'fastify-plugin'
 import { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
+import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
+import { isSpanContextValid } from '@opentelemetry/api'
+import { parseTraceParent } from '@opentelemetry/core'
 import type { Level } from 'pino'
 import type { AnswerKind } from '../src/store/plant-store.js'
-import { genReqId, TRACE_ID_FIELD, traceIdOf } from '../src/request-ids.js'
 
 // One access line per answer, once sent, with what an operator searches by (docs/operations.md, "Logs") and nothing
-// a caller sent as data.
+// a caller sent as data; the request id and a traceparent's trace id on every line, whether or not spans are
+// exported (docs/operations.md, "Traces").
 
 export const ACCESS_LINE = 'request'
 
@@ -40,6 +43,26 @@ class AccessLog extends LogController {
     if (error != null) request.log.error({ ...fields, err: error }, ACCESS_LINE)
     else request.log[config.accessLogLevel ?? 'info'](fields, ACCESS_LINE)
   }
+}
+
+// An incoming X-Request-Id is kept when short and plain, so a caller can follow it; else a fresh id.
+const acceptableRequestId = /^[A-Za-z0-9._:-]{1,128}$/
+
+export function genReqId (req: IncomingMessage): string {
+  const incoming = req.headers['x-request-id']
+  return typeof incoming === 'string' && acceptableRequestId.test(incoming) ? incoming : newRequestId()
+}
+
+// A random UUID (version 4): the OpenAPI document promises a generated UUID.
+export const newRequestId = (): string => randomUUID()
+
+export const TRACE_ID_FIELD = 'trace_id'
+
+// Undefined when there is none or it is not valid (given twice is not: W3C Trace Context).
+export function traceIdOf (header: string | string[] | undefined): string | undefined {
+  if (typeof header !== 'string') return undefined
+  const parent = parseTraceParent(header)
+  return parent !== null && isSpanContextValid(parent) ? parent.traceId : undefined
 }
 
 // trace_id bound when the caller sent one.

@@ -37,15 +37,23 @@ export function errorHandler (err: AnyError, request: FastifyRequest, reply: Fas
   reply.code(status).type(JSON_CONTENT_TYPE).send(errorBody(status, message))
 }
 
-// Errors Fastify raises before routing (a URL that does not decode): no hook has run, so every answer's headers are set.
+// A URL's path without its query: answers and log lines name the path, never what a query carries (a token).
+export const pathOf = (url: string): string => url.split('?', 1)[0] as string
+
+// Errors Fastify raises before routing (a URL that does not decode): no hook has run, so every answer's headers are
+// set here. Fastify's own message quotes the whole URL, query included; this one names the path only.
 export function frameworkErrorHandler (err: AnyError, request: FastifyRequest, reply: FastifyReply): void {
   reply.headers(everyAnswerHeaders(request.id))
-  errorHandler(err, request, reply)
+  const path = pathOf(request.url).slice(0, 100)
+  const message = err.code === 'FST_ERR_BAD_URL'
+    ? `The URL path ${path} does not decode: a %-escape in it is malformed`
+    : `The URL path ${path} cannot be routed`
+  errorHandler(new HttpError(err.statusCode ?? 400, message), request, reply)
 }
 
 // The edge answers an unrouted request before its body is read (plugins/http-edge.ts); the not-found handler, the rest.
 export const notFound = (request: FastifyRequest): HttpError =>
-  new HttpError(404, `Route ${`${request.method} ${request.url}`.slice(0, 200)} not found`)
+  new HttpError(404, `Route ${request.method.slice(0, 20)} ${pathOf(request.url).slice(0, 180)} not found`)
 
 async function errorAnswers (fastify: FastifyInstance): Promise<void> {
   fastify.setErrorHandler(errorHandler)

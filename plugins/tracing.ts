@@ -7,7 +7,7 @@ import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-t
 import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../src/config.js'
-import { TRACE_ID_FIELD, traceIdOf } from '../src/request-ids.js'
+import { TRACE_ID_FIELD, traceIdOf } from './access-log.js'
 import type { PlantRecord, StoreObserver } from '../src/store/plant-store.js'
 
 export interface TracingOptions { tracing: NonNullable<Config['tracing']> }

@@ -29,10 +29,3 @@ export function errorBody (status: number, message?: string): ErrorBody {
 export function everyAnswerHeaders (reqId: string): Record<string, string> {
   return { 'x-request-id': reqId, 'x-content-type-options': 'nosniff' }
 }
-
-// For a connection Fastify does not handle (malformed HTTP, CONNECT, an unmet Expect).
-export function rawError (status: number, reqId: string, message?: string): { body: string, headers: Record<string, string | number> } {
-  const body = JSON.stringify(errorBody(status, message))
-  const headers = { 'content-type': JSON_CONTENT_TYPE, ...everyAnswerHeaders(reqId), 'content-length': Buffer.byteLength(body), connection: 'close' }
-  return { body, headers }
-}

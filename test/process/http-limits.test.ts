@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import Fastify from 'fastify'
 import { MAX_HEADER_BYTES, edgeOptions, serverTimeouts } from '../../plugins/http-edge.js'
-import { LINGER_MS } from '../../plugins/http-edge.js'
+import { LINGER_MS } from '../../plugins/connection-rules.js'
 import { assertErrorShape, listeningStubApp, testConfig, TOKEN } from '../helper.js'
 import { parseRawResponse, rawExchange, type Chunk } from '../support/http.js'
 

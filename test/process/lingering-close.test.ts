@@ -1,6 +1,6 @@
 import t from 'tap'
 import net from 'node:net'
-import { LINGER_MS } from '../../plugins/http-edge.js'
+import { LINGER_MS } from '../../plugins/connection-rules.js'
 import { forEachBackend, listeningStubApp, listeningTestApp, TOKEN } from '../helper.js'
 import { answeredStatuses, parseAnswers } from '../support/http.js'
 import { sleep } from '../support/postgres.js'

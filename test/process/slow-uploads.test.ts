@@ -4,16 +4,20 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { createTestDatabase, forEachBackend, TOKEN } from '../helper.js'
 import { startServerProcess } from '../support/processes.js'
 import { startLivenessProbe, type Probe } from '../support/liveness-probe.js'
-import { bigCreate, sendCreate, shedForBodies, tally, untilReady, type Answer } from '../support/big-creates.js'
+import { bigCreate, sendCreate, shedUnread, tally, untilReady, type Answer } from '../support/big-creates.js'
 
 // Bytes in flight are bytes that arrived, not bytes a header promised: slow
 // uploads that declare bodies near BODY_LIMIT (Content-Length or chunked) and
-// send a byte a second never make the service shed other clients' creates
-// while it has time to answer them; a real burst of large bodies is still shed.
+// send a byte a second never make the service shed other clients' creates,
+// small or over 4 KiB, while it has time to answer them; a real burst of
+// large bodies is still shed. (test/process/promised-bytes.test.ts holds the
+// uploads that reconnect or send faster, and small bodies sent chunked.)
 const SLOW_CLIENTS = 8
 const DECLARED = 1_048_576
 const SLOW_PHASE_MS = 12_000
 const PROBE_EVERY_MS = 100
+// The prober's names beside the slow uploads: a create over 4 KiB.
+const LARGER_NAME_BYTES = 8000
 const CREATES = 300
 // As in overload.test.ts: the contract's second, and a margin for the shared
 // machine under a burst only. With slow uploads alone the service is idle.
@@ -61,14 +65,14 @@ function slowUpload (port: number, chunked: boolean): { holding: () => boolean, 
   }
 }
 
-// Small creates one after another until stopped, each on a connection of its own.
-function prober (url: string, firstId: number): { stop: () => Promise<Answer[]> } {
+// Creates one after another until stopped, each on a connection of its own.
+function prober (url: string, firstId: number, nameBytes = 5): { stop: () => Promise<Answer[]> } {
   const answers: Answer[] = []
   const state = { running: true }
   const loop = (async () => {
     for (let id = firstId; state.running; id++) {
       const next = sleep(PROBE_EVERY_MS)
-      answers.push(await sendCreate(url, id, [Buffer.from(JSON.stringify({ id, name: 'small' }))], 30_000))
+      answers.push(await sendCreate(url, id, [Buffer.from(JSON.stringify({ id, name: 'n'.repeat(nameBytes) }))], 30_000))
       await next
     }
   })()
@@ -89,12 +93,12 @@ forEachBackend(t, `${SLOW_CLIENTS} slow uploads never shed other clients' create
   const slowLiveness = startLivenessProbe(server.url, 50)
   const slow = Array.from({ length: SLOW_CLIENTS }, (_, i) => slowUpload(port, i % 2 === 1))
   t.teardown(() => { for (const s of slow) s.stop() })
-  const small = prober(server.url, 1_000_000)
+  const larger = prober(server.url, 1_000_000, LARGER_NAME_BYTES)
   await sleep(SLOW_PHASE_MS)
-  const smallAnswers = await small.stop()
+  const largerAnswers = await larger.stop()
   const holding = slow.filter((s) => s.holding()).length
   const slowProbes = await slowLiveness.stop()
-  t.comment(`slow uploads alone: small creates ${tally(smallAnswers)} (503: ${share503(smallAnswers)}); ` +
+  t.comment(`slow uploads alone: creates of ${LARGER_NAME_BYTES} bytes ${tally(largerAnswers)} (503: ${share503(largerAnswers)}); ` +
     `slow clients holding ${holding} of ${SLOW_CLIENTS}, answered ${slow.flatMap((s) => s.answers).length} times; ` +
     `/health/live worst ${worst(slowProbes)} ms`)
 
@@ -108,12 +112,12 @@ forEachBackend(t, `${SLOW_CLIENTS} slow uploads never shed other clients' create
   t.comment(`burst of ${CREATES} x 1 MB: creates ${tally(burst)}; small creates ${tally(duringAnswers)}; ` +
     `slow clients holding ${stillHolding}; /health/live worst ${worst(burstProbes)} ms`)
 
-  t.ok(smallAnswers.length >= SLOW_PHASE_MS / PROBE_EVERY_MS / 4, 'small creates were sent throughout')
-  t.same(smallAnswers.filter((a) => a.status !== 200).map((a) => `${a.status} ${a.message ?? ''}`), [], 'every small create is answered 200 while slow uploads hold their bodies')
-  t.equal(holding, SLOW_CLIENTS, 'every slow upload holds its body (none is shed once it has shown its pace)')
-  t.ok(burst.some(shedForBodies), 'the burst of large bodies is still shed before their bodies are read')
+  t.ok(largerAnswers.length >= SLOW_PHASE_MS / PROBE_EVERY_MS / 4, 'creates were sent throughout')
+  t.same(largerAnswers.filter((a) => a.status !== 200).map((a) => `${a.status} ${a.message ?? ''}`), [], 'every create over 4 KiB is answered 200 while slow uploads hold their bodies')
+  t.equal(holding, SLOW_CLIENTS, 'every slow upload holds its body (none is shed)')
+  t.ok(burst.some(shedUnread), 'the burst of large bodies is still shed before their bodies are read')
   t.ok(burst.some((a) => a.status === 200), 'and some of it stored')
-  t.same(duringAnswers.filter(shedForBodies).map((a) => a.id), [], 'no small create is shed for bytes in flight during the burst')
+  t.same(duringAnswers.filter(shedUnread).map((a) => a.id), [], 'no small create is shed during the burst')
   t.ok(worst(slowProbes) <= LIVENESS_LIMIT_MS, `/health/live within ${LIVENESS_LIMIT_MS} ms beside slow uploads (worst ${worst(slowProbes)} ms)`)
   t.ok(worst(burstProbes) <= LIVENESS_LIMIT_MS + MACHINE_SLACK_MS,
     `/health/live within ${LIVENESS_LIMIT_MS} ms (+${MACHINE_SLACK_MS} ms for the shared machine) during the burst (worst ${worst(burstProbes)} ms)`)

@@ -60,8 +60,8 @@ export function tally (answers: Answer[]): string {
   return [...counts].sort().map(([key, n]) => `${key}: ${n}`).join(', ')
 }
 
-// A create shed because of the bytes of bodies in flight.
-export const shedForBodies = (a: Answer): boolean => a.status === 503 && /request bodies/.test(a.message ?? '')
+// A create shed as overload, before its body was read (not a 503 of the database's).
+export const shedUnread = (a: Answer): boolean => a.status === 503 && /The service is overloaded/.test(a.message ?? '')
 
 // Resolves once GET /health/ready answers 200: on PostgreSQL the server
 // listens before its migrations are applied, and a create before then is 503.
