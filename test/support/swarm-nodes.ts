@@ -46,6 +46,18 @@ export async function commandOk (argv: string[], timeoutMs?: number, env?: Recor
 
 const script = async (args: string[], timeoutMs = 180_000): Promise<string> => await commandOk(['bash', SCRIPT, ...args], timeoutMs)
 
+// A node's network namespace goes away after `down` returns, once the kernel
+// has let go of it; until then its host-side link exists and `up` would fail
+// on it ("File exists").
+async function linksGone (timeoutMs = 60_000): Promise<void> {
+  const started = performance.now()
+  while (performance.now() - started < timeoutMs) {
+    if (!/: swv\d+[@:]/.test(await commandOk(['ip', '-o', 'link', 'show']))) return
+    await sleep(250)
+  }
+  throw new Error(`the nodes' links (swv*) still exist ${timeoutMs} ms after down`)
+}
+
 let up = false
 function downNow (): void {
   if (!up) return
@@ -65,6 +77,7 @@ for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
 export async function swarmUp (n: number): Promise<Swarm> {
   if (!existsSync(SCRIPT)) throw new Error(`${SCRIPT} is missing: no swarm can start`)
   await script(['down'])
+  await linksGone()
   up = true
   await script(['up', String(n)])
   const status = await script(['status'])
@@ -82,6 +95,7 @@ export async function swarmDown (): Promise<void> {
   if (!up) return
   await script(['down'])
   up = false
+  await linksGone()
 }
 
 export const node = (s: Swarm, index: number): SwarmNode => {
