@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { stripVTControlCharacters } from 'node:util'
 import { request } from './http.js'
 import { jsonLines, root } from './processes.js'
-import type { Answer } from './create-load.js'
+import { loadOutcome, type Answer, type LoadOutcome } from './create-load.js'
 import { docker, dockerOk, type Run } from './docker.js'
 
 // A compose project of the compose test: a fresh copy of the checkout, run
@@ -169,24 +169,9 @@ export async function create (c: Client, reqId: string, body: object, token: str
   return { status: answer.status, body: answer.body }
 }
 
-export interface LoadOutcome {
-  // By status; an answer that never came by its error too (`0 ECONNRESET`).
-  byAnswer: Record<string, number>
-  acknowledged: number
-  stored: number
-  // Creates answered 200 that are not in the table.
-  lost: number[]
-}
-
+// What a load's creates came to, by the ids the compose project's table holds.
 export async function storedAfterLoad (p: Project, answers: Answer[], tag: string): Promise<LoadOutcome> {
-  const byAnswer: Record<string, number> = {}
-  for (const a of answers) {
-    const key = a.error === undefined ? String(a.status) : `${a.status} ${a.error}`
-    byAnswer[key] = (byAnswer[key] ?? 0) + 1
-  }
-  const acknowledged = answers.filter((a) => a.status === 200).map((a) => a.id)
-  const stored = new Set(await sql(p, `SELECT id FROM plants WHERE tag = '${tag}'`))
-  return { byAnswer, acknowledged: acknowledged.length, stored: stored.size, lost: acknowledged.filter((id) => !stored.has(String(id))) }
+  return loadOutcome(answers, new Set(await sql(p, `SELECT id FROM plants WHERE tag = '${tag}'`)))
 }
 
 // What nginx logged about replicas it could not use (each request passed to

@@ -68,6 +68,28 @@ export function startCreateLoad (o: CreateLoadOptions): CreateLoad {
   }
 }
 
+export interface LoadOutcome {
+  // By status; an answer that never came by its error too (`0 ECONNRESET`).
+  byAnswer: Record<string, number>
+  acknowledged: number
+  stored: number
+  // Creates answered 200 that are not in the table.
+  lost: number[]
+}
+
+// What a load's creates came to, given the ids of its tag that the table
+// holds (each deployment reads them its own way: compose exec, docker exec
+// on a swarm node).
+export function loadOutcome (answers: Answer[], storedIds: Set<string>): LoadOutcome {
+  const byAnswer: Record<string, number> = {}
+  for (const a of answers) {
+    const key = a.error === undefined ? String(a.status) : `${a.status} ${a.error}`
+    byAnswer[key] = (byAnswer[key] ?? 0) + 1
+  }
+  const acknowledged = answers.filter((a) => a.status === 200).map((a) => a.id)
+  return { byAnswer, acknowledged: acknowledged.length, stored: storedIds.size, lost: acknowledged.filter((id) => !storedIds.has(String(id))) }
+}
+
 export interface LoadFigures {
   byStatus: Record<string, number>
   // From the fault to the end of the longest pause in 200 answers that ends
