@@ -129,3 +129,51 @@ export function carriesValidToken (authorization: string | undefined): boolean {
   const token = /^bearer +(.*?)[ \t]*$/is.exec(authorization ?? '')?.[1]
   return token !== undefined && [TOKEN, OTHER_TOKEN].includes(token)
 }
+
+// The exact integer a JSON number denotes, as decimal text, when it is whole.
+export function wholeValue (text: string): string | undefined {
+  const m = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(text)
+  if (m === null) return undefined
+  const [, sign, int, frac = '', exp = '0'] = m
+  const e = Number(exp) - frac.length
+  let digits = BigInt((int as string) + frac)
+  if (e >= 0) digits *= 10n ** BigInt(e)
+  else if (digits % 10n ** BigInt(-e) !== 0n) return undefined
+  else digits /= 10n ** BigInt(-e)
+  return (sign === '-' ? -digits : digits).toString()
+}
+
+// Checks one answer against the contract; returns what is wrong, if anything.
+export function judge (req: FuzzRequest, res: { statusCode: number, headers: Record<string, unknown>, body: string }): string | undefined {
+  const status = res.statusCode
+  if (status >= 500) return `status ${status}: ${res.body}`
+  if (!String(res.headers['content-type']).startsWith('application/json')) return `content-type ${String(res.headers['content-type'])}`
+  let body: Record<string, unknown>
+  try {
+    body = JSON.parse(res.body) as Record<string, unknown>
+  } catch {
+    return `body is not JSON: ${res.body.slice(0, 100)}`
+  }
+  const isCreate = req.method === 'POST' && (req.url === '/plants' || req.url.startsWith('/plants?'))
+  if (status === 200) {
+    if (req.method === 'GET' && req.url === '/health/live') return undefined
+    if (!isCreate) return `200 on ${req.method} ${req.url}`
+    if (!carriesValidToken(req.authorization)) return `200 without a valid token (${String(req.authorization)})`
+    const keys = Object.keys(body)
+    if (typeof body.name !== 'string' || keys.some((k) => k !== 'name' && k !== 'tag') || ('tag' in body && typeof body.tag !== 'string')) {
+      return `200 with a body that is not a Plant: ${res.body}`
+    }
+    return undefined
+  }
+  const keys = Object.keys(body).sort().join(',')
+  if (keys !== 'error,message' || body.error !== status || typeof body.message !== 'string' || body.message.length === 0) {
+    return `not the Error shape: ${res.body}`
+  }
+  if (isCreate) {
+    const valid = carriesValidToken(req.authorization)
+    if (!valid && status !== 401) return `${status} where 401 was due (${String(req.authorization)})`
+    if (valid && ![400, 409, 413, 415].includes(status)) return `${status} for an authorised create`
+    if (status === 401 && typeof res.headers['www-authenticate'] !== 'string') return '401 without WWW-Authenticate'
+  }
+  return undefined
+}
