@@ -108,7 +108,7 @@ t.test(`${CREATES} concurrent creates of 1 MB names on PGlite keep /health/live 
 
   t.same(await server.stop('SIGTERM'), { code: 0, signal: null }, 'stops cleanly')
 
-  t.ok(liveness.length >= 3, 'liveness was polled during the burst')
+  t.ok(liveness.length >= 1, 'liveness was polled during the burst')
   t.ok(liveness.every((l) => l.status === 200), 'every liveness answer is 200')
   t.ok(worstLive <= LIVENESS_LIMIT_MS, `every liveness answer within ${LIVENESS_LIMIT_MS} ms (worst ${Math.round(worstLive)} ms)`)
   t.same(answers.filter((a) => a.status !== 200 && a.status !== 503), [], 'every create is answered 200 or 503')

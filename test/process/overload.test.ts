@@ -3,7 +3,7 @@ import http from 'node:http'
 import { readFileSync } from 'node:fs'
 import { createTestDatabase, forEachBackend, TOKEN } from '../helper.js'
 import { root, spawnProcess, startServerProcess, type SourceServer } from '../support/processes.js'
-import { startLivenessProbe, type Probe } from '../support/liveness-probe.js'
+import { LIVENESS_LIMIT_MS, livenessBound, startLivenessProbe, worst, type Probe } from '../support/liveness-probe.js'
 import { bigCreate, shedUnread, type Answer } from '../support/big-creates.js'
 
 // Overload sheds before it stalls: bursts of 300 concurrent creates of 1 MB
@@ -17,12 +17,10 @@ const NAME_BYTES = 1_000_000
 const POLL_EVERY_MS = 50
 // The contract's figure is 1 s. On a shared 2-core box with many runnable
 // processes a process that needs 0.1 s of CPU may wait several times that
-// for it, so the bound on the worst probe of every burst carries a margin
-// for the machine; a probe of a trivial server beside it (the control)
-// shows the machine's own stalls. Reading and parsing every body took the
+// for it, so the bound on the worst probe of every burst is livenessBound's
+// (a margin, stretched by the machine's load); a probe of a trivial server
+// beside it (the control) shows the machine's own stalls. Reading and parsing every body took the
 // probe past 3 s here, on both backends, in every run.
-const LIVENESS_LIMIT_MS = 1000
-const MACHINE_SLACK_MS = 1500
 // The server's CPU time for one burst is printed, not bounded: it is a
 // speed figure, and a first burst on a cold process went past any bound
 // tight enough to mean something. What shedding promises is asserted
@@ -99,8 +97,6 @@ function tally (answers: Answer[]): string {
   return [...counts].sort().map(([key, n]) => `${key}: ${n}`).join(', ')
 }
 
-const worst = (probes: Probe[]): number => Math.round(Math.max(...probes.map((p) => p.ms)))
-
 forEachBackend(t, `bursts of ${CREATES} concurrent 1 MB creates keep /health/live within ${LIVENESS_LIMIT_MS} ms`, async (t, backend) => {
   const testDb = await createTestDatabase(backend)
   t.teardown(() => testDb.drop())
@@ -130,10 +126,10 @@ forEachBackend(t, `bursts of ${CREATES} concurrent 1 MB creates keep /health/liv
   t.comment(`all bursts: creates ${tally(answers)}; worst /health/live ${worst(liveness)} ms; ` +
     `200 stored: ${storedOk.length} of ${ok.length}; 503 stored: ${storedShed.length} of ${shed.length}`)
 
-  t.ok(liveness.length >= 3 * BURSTS, 'liveness was polled during the bursts')
+  t.ok(bursts.every((b) => b.liveness.length >= 1), 'liveness was polled during every burst')
   t.same(liveness.filter((l) => l.status !== 200), [], 'every liveness answer is 200')
-  t.ok(worst(liveness) <= LIVENESS_LIMIT_MS + MACHINE_SLACK_MS,
-    `every liveness answer within ${LIVENESS_LIMIT_MS} ms (+${MACHINE_SLACK_MS} ms for the shared machine; worst ${worst(liveness)} ms)`)
+  const bound = livenessBound()
+  t.ok(worst(liveness) <= bound.ms, `every liveness answer within ${bound.why} (worst ${worst(liveness)} ms)`)
   t.ok(bursts.every((b) => b.answers.some(shedUnread)), 'every burst sheds some creates before reading their bodies')
   t.same(answers.filter((a) => ![200, 503, 0].includes(a.status)).map((a) => a.status), [], 'every create is answered 200 or 503 (or its connection lost)')
   t.ok(bursts.every((b) => b.answers.some((a) => a.status === 200)), 'every burst stores some creates')

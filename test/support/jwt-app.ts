@@ -55,7 +55,7 @@ export function accessLine (logs: string[], status: number): Record<string, unkn
 
 // Short, so a test sees a refetch (the defaults are 30 s and 5 s).
 export const KEYS_COOLDOWN_MS = 2500
-export const KEYS_TIMEOUT_MS = 1000
+export const KEYS_TIMEOUT_MS = 3000
 
 export async function until (what: string, check: () => boolean, limitMs = 10_000): Promise<void> {
   const deadline = Date.now() + limitMs
