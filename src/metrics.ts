@@ -73,16 +73,8 @@ function requestDuration (registers: Registry[]) {
     buckets: DURATION_BUCKETS,
     registers
   })
-  // Label children looked up once per method, route and status: this runs on every request.
-  const byLabels = new Map<string, Histogram.Internal<'method' | 'route' | 'status_code'>>()
   return (method: string, route: string, status: number, seconds: number): void => {
-    const key = `${method} ${status} ${route}`
-    let child = byLabels.get(key)
-    if (child === undefined) {
-      child = duration.labels(method, route, String(status))
-      byLabels.set(key, child)
-    }
-    child.observe(seconds)
+    duration.observe({ method, route, status_code: status }, seconds)
   }
 }
 
