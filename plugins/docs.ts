@@ -44,7 +44,7 @@ interface Document {
   security?: unknown[]
 }
 
-// A caller's X-Request-Id is kept when it matches this (src/request-ids.ts checks it), else a UUID is made, which
+// A caller's X-Request-Id is kept when it matches this (plugins/access-log.ts checks it), else a UUID is made, which
 // matches it too.
 const REQUEST_ID_PATTERN = '^[A-Za-z0-9._:-]{1,128}$'
 

@@ -22,6 +22,13 @@ export function createMetrics (sources: { writer: () => WriterStats, pool?: (() 
   const registry = new Registry()
   const registers = [registry]
   collectDefaultMetrics({ register: registry })
+  const duration = new Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'Time from the request\'s arrival to its answer, by method, route pattern and status code',
+    labelNames: ['method', 'route', 'status_code'] as const,
+    buckets: DURATION_BUCKETS,
+    registers
+  })
   const creates = new Counter({
     name: 'plant_store_creates_total',
     help: 'Creates answered from the database: created (a new row), replayed (the same plant was stored), conflict (a different one was), unknown (sent and not confirmed in time: 504)',
@@ -51,7 +58,9 @@ export function createMetrics (sources: { writer: () => WriterStats, pool?: (() 
   scrapedGauges(registry, sources)
   return {
     registry,
-    observeRequest: requestDuration(registers),
+    observeRequest: (method: string, route: string, status: number, seconds: number) => {
+      duration.observe({ method, route, status_code: status }, seconds)
+    },
     // By the caller plugins/auth.ts found; the first ones seen keep their own label.
     observeCreate: (caller: string, outcome: AnswerKind) => {
       if (!callers.has(caller) && callers.size < MAX_CALLER_LABELS && caller !== OTHER_CALLER) callers.add(caller)
@@ -62,27 +71,6 @@ export function createMetrics (sources: { writer: () => WriterStats, pool?: (() 
       rejectedFull: () => rejectedFull.inc(),
       batchStarted: (batch) => batchSize.observe(batch.creates.length)
     } satisfies StoreObserver
-  }
-}
-
-function requestDuration (registers: Registry[]) {
-  const duration = new Histogram({
-    name: 'http_request_duration_seconds',
-    help: 'Time from the request\'s arrival to its answer, by method, route pattern and status code',
-    labelNames: ['method', 'route', 'status_code'] as const,
-    buckets: DURATION_BUCKETS,
-    registers
-  })
-  // Label children looked up once per method, route and status: this runs on every request.
-  const byLabels = new Map<string, Histogram.Internal<'method' | 'route' | 'status_code'>>()
-  return (method: string, route: string, status: number, seconds: number): void => {
-    const key = `${method} ${status} ${route}`
-    let child = byLabels.get(key)
-    if (child === undefined) {
-      child = duration.labels(method, route, String(status))
-      byLabels.set(key, child)
-    }
-    child.observe(seconds)
   }
 }
 

@@ -1,4 +1,5 @@
 import { parentPort, workerData } from 'node:worker_threads'
+import { EventEmitter, on } from 'node:events'
 import { setFlagsFromString } from 'node:v8'
 import type { PGlite as PGliteType, Transaction } from '@electric-sql/pglite'
 import { errorToData, type PgliteThreadData, type Reply, type Request, type Started } from './protocol.js'
@@ -13,9 +14,9 @@ const { PGlite } = await import('@electric-sql/pglite')
 const port = parentPort as NonNullable<typeof parentPort>
 const { dataDir, extraStartParams } = workerData as PgliteThreadData
 
-// A transaction session: the statements sent for it, in order, until it ends. PGlite holds every other back meanwhile.
-interface Inbox { waiting: Request[], wake?: () => void }
-const sessions = new Map<number, Inbox>()
+// A transaction session: the statements sent for it arrive as its 'request' events, in order, until it ends. PGlite
+// holds every other statement back meanwhile.
+const sessions = new Map<number, EventEmitter>()
 
 const send = (message: Reply | Started): void => port.postMessage(message)
 const fail = (id: number, err: unknown): void => send({ id, ok: false, error: errorToData(err) })
@@ -58,26 +59,19 @@ async function run (target: PGliteType | Transaction, request: Extract<Request, 
   }
 }
 
-async function next (inbox: Inbox): Promise<Request> {
-  for (;;) {
-    const request = inbox.waiting.shift()
-    if (request !== undefined) return request
-    await new Promise<void>((resolve) => { inbox.wake = resolve })
-  }
-}
-
 class Rollback extends Error {}
 
 // BEGIN runs when PGlite gets to it; the session then serves the statements sent until a commit or a rollback.
 async function begin (db: PGliteType, id: number): Promise<void> {
-  const inbox: Inbox = { waiting: [] }
+  const inbox = new EventEmitter()
   sessions.set(id, inbox)
   let end: number | undefined
   try {
     await db.transaction(async (tx) => {
+      // Listening before BEGIN is answered: the caller sends the session's statements only after that answer.
+      const requests = on(inbox, 'request')
       send({ id, ok: true, value: id })
-      for (;;) {
-        const request = await next(inbox)
+      for await (const [request] of requests as AsyncIterableIterator<[Request]>) {
         if (request.op === 'end') {
           end = request.id
           if (!request.commit) throw new Rollback()
@@ -102,8 +96,7 @@ function serve (db: PGliteType, request: Request): void {
   if (tx !== undefined) {
     const inbox = sessions.get(tx)
     if (inbox === undefined) return fail(request.id, new Error('Transaction is closed'))
-    inbox.waiting.push(request)
-    inbox.wake?.()
+    inbox.emit('request', request)
     return
   }
   if (request.op === 'stage') stage(request)
