@@ -1,8 +1,7 @@
 import t from 'tap'
-import { createTestDatabase, forEachBackend } from '../helper.js'
-import { startServerProcess } from '../support/processes.js'
+import { forEachBackend } from '../helper.js'
 import { LIVENESS_LIMIT_MS, livenessBound, startLivenessProbe, worst } from '../support/liveness-probe.js'
-import { sendCreate, tally, untilReady, type Answer } from '../support/big-creates.js'
+import { type Answer, sendCreate, startReadyServer, tally } from '../support/big-creates.js'
 
 // /health/live stays within its second under 100 creates at once of any valid
 // 1 MB body, the ones that cost the most to read included: an array of
@@ -34,11 +33,7 @@ function escapedKeys (id: number): Buffer {
 
 for (const [kind, body] of [['small numbers', numbers], ['escaped keys', escapedKeys]] as const) {
   forEachBackend(t, `${CREATES} creates at once of 1 MB of ${kind} keep /health/live within ${LIVENESS_LIMIT_MS} ms`, async (t, backend) => {
-    const testDb = await createTestDatabase(backend)
-    t.teardown(() => testDb.drop())
-    const server = await startServerProcess({ ...(testDb.url === undefined ? {} : { databaseUrl: testDb.url }), startTimeoutMs: 60_000 })
-    t.teardown(() => server.stop())
-    await untilReady(server.url)
+    const server = await startReadyServer(t, backend)
     const bodies = Array.from({ length: CREATES }, (_, i) => body(i + 1))
     // A few first, so the burst measured meets code already compiled.
     await Promise.all(Array.from({ length: 4 }, async (_, i) => await sendCreate(server.url, -1 - i, [body(-1 - i)])))

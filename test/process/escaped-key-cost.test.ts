@@ -1,8 +1,7 @@
 import t from 'tap'
-import { createTestDatabase, forEachBackend } from '../helper.js'
-import { startServerProcess } from '../support/processes.js'
+import { forEachBackend } from '../helper.js'
 import { livenessBound, startLivenessProbe, worst } from '../support/liveness-probe.js'
-import { sendCreate, untilReady, type Answer } from '../support/big-creates.js'
+import { type Answer, sendCreate, startReadyServer } from '../support/big-creates.js'
 
 // A valid create whose keys send the JSON reader down its escaped-key path
 // costs time in proportion to its size, never its square: one at a time, every
@@ -38,11 +37,7 @@ const shapes: Record<string, (id: number, size: number) => string> = {
 }
 
 forEachBackend(t, 'valid creates with escaped keys of every size keep /health/live within its second', async (t, backend) => {
-  const testDb = await createTestDatabase(backend)
-  t.teardown(() => testDb.drop())
-  const server = await startServerProcess({ ...(testDb.url === undefined ? {} : { databaseUrl: testDb.url }), startTimeoutMs: 60_000 })
-  t.teardown(() => server.stop())
-  await untilReady(server.url)
+  const server = await startReadyServer(t, backend)
 
   let id = 1
   for (const [shape, build] of Object.entries(shapes)) {

@@ -2,9 +2,8 @@ import t from 'tap'
 import http from 'node:http'
 import net from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { createTestDatabase, forEachBackend, TOKEN } from '../helper.js'
-import { startServerProcess } from '../support/processes.js'
-import { sendCreate, tally, untilReady, type Answer } from '../support/big-creates.js'
+import { forEachBackend, TOKEN } from '../helper.js'
+import { type Answer, sendCreate, startReadyServer, tally } from '../support/big-creates.js'
 
 // Shedding follows the load, not the framing: what a request's head promises
 // (a Content-Length near BODY_LIMIT, or chunked) weighs nothing until its
@@ -123,12 +122,8 @@ const shed = (statuses: number[]): number => statuses.filter((s) => s === 503).l
 const share = (statuses: number[]): string => `${shed(statuses)} of ${statuses.length}`
 
 forEachBackend(t, 'what a head promises weighs nothing until it arrives', async (t, backend) => {
-  const testDb = await createTestDatabase(backend)
-  t.teardown(() => testDb.drop())
-  const server = await startServerProcess({ ...(testDb.url === undefined ? {} : { databaseUrl: testDb.url }), startTimeoutMs: 60_000 })
-  t.teardown(() => server.stop())
-  const port = Number(new URL(server.url).port)
-  await untilReady(server.url)
+  const server = await startReadyServer(t, backend)
+  const port = server.port
 
   const phase = async (name: string, uploaders: Uploader[], firstId: number): Promise<void> => {
     await sleep(500)

@@ -1,10 +1,9 @@
 import t from 'tap'
 import net from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { createTestDatabase, forEachBackend, TOKEN } from '../helper.js'
-import { startServerProcess } from '../support/processes.js'
+import { forEachBackend, TOKEN } from '../helper.js'
 import { LIVENESS_LIMIT_MS, livenessBound, startLivenessProbe, worst } from '../support/liveness-probe.js'
-import { bigCreate, sendCreate, shedUnread, tally, untilReady, type Answer } from '../support/big-creates.js'
+import { type Answer, bigCreate, sendCreate, shedUnread, startReadyServer, tally } from '../support/big-creates.js'
 
 // Bytes in flight are bytes that arrived, not bytes a header promised: slow
 // uploads that declare bodies near BODY_LIMIT (Content-Length or chunked) and
@@ -80,12 +79,8 @@ function prober (url: string, firstId: number, nameBytes = 5): { stop: () => Pro
 const share503 = (answers: Answer[]): string => `${answers.filter((a) => a.status === 503).length} of ${answers.length}`
 
 forEachBackend(t, `${SLOW_CLIENTS} slow uploads never shed other clients' creates`, async (t, backend) => {
-  const testDb = await createTestDatabase(backend)
-  t.teardown(() => testDb.drop())
-  const server = await startServerProcess({ ...(testDb.url === undefined ? {} : { databaseUrl: testDb.url }), startTimeoutMs: 60_000 })
-  t.teardown(() => server.stop())
-  const port = Number(new URL(server.url).port)
-  await untilReady(server.url)
+  const server = await startReadyServer(t, backend)
+  const port = server.port
 
   const slowLiveness = startLivenessProbe(server.url, 50)
   const slow = Array.from({ length: SLOW_CLIENTS }, (_, i) => slowUpload(port, i % 2 === 1))

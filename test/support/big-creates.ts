@@ -1,6 +1,7 @@
 import http from 'node:http'
 import { performance } from 'node:perf_hooks'
-import { TOKEN } from '../helper.js'
+import { createTestDatabase, TOKEN, type BackendName, type Teardown } from '../helper.js'
+import { startServerProcess, type SourceServer } from './processes.js'
 
 // Creates sent the way the overload tests send them: each on a connection of
 // its own, with the start of its answer's body kept to tell why a 503 was given.
@@ -71,4 +72,14 @@ export async function untilReady (url: string, timeoutMs = 60_000): Promise<void
     if (Date.now() > deadline) throw new Error(`${url} was not ready within ${timeoutMs} ms`)
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
+}
+
+// The service as a process of its own on a fresh database, ready for creates, stopped and dropped at teardown.
+export async function startReadyServer (t: Teardown, backend: BackendName): Promise<SourceServer & { port: number }> {
+  const testDb = await createTestDatabase(backend)
+  t.teardown(() => testDb.drop())
+  const server = await startServerProcess({ ...(testDb.url === undefined ? {} : { databaseUrl: testDb.url }), startTimeoutMs: 60_000 })
+  t.teardown(() => server.stop())
+  await untilReady(server.url)
+  return Object.assign(server, { port: Number(new URL(server.url).port) })
 }
