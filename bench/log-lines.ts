@@ -91,6 +91,7 @@ async function measureWay (name: string): Promise<number> {
 // The access line's way to stdout. The service's today: asynchronous, written once 4 KiB are gathered, flushed
 // every 100 ms. maxWrite caps the chunk sonic-boom fills (and measures again on every line) and a write(2)'s size.
 const destinations: Record<string, (fd: number) => Stream> = {
+  'warn: the child, no line': (fd) => new Dropping(fd),
   'none: the line made, not written': (fd) => new Dropping(fd),
   'async, minLength 4096 (main)': (fd) => pino.destination({ dest: fd, sync: false, minLength: 4096, periodicFlush: 100 }),
   'async, minLength 1024': (fd) => pino.destination({ dest: fd, sync: false, minLength: 1024, periodicFlush: 100 }),
@@ -110,7 +111,8 @@ const destinations: Record<string, (fd: number) => Stream> = {
 const OTHER_WORK_US = Number(process.env.LOG_LINES_OTHER_WORK_US ?? 30)
 const asleep = new Int32Array(new SharedArrayBuffer(4))
 
-// The floor: pino makes each line and nothing writes it.
+// The floors: the request's child at warn (as Fastify makes one for every request), and pino making each line with
+// nothing writing it.
 class Dropping extends EventEmitter {
   constructor (readonly fd: number) { super(); process.nextTick(() => this.emit('ready')) }
   write (): boolean { return true }
@@ -121,10 +123,10 @@ class Dropping extends EventEmitter {
 // behind: KiB still to write after the last burst (lines gathered faster than one write(2) a turn takes them).
 interface PerLine { process: number, main: number, bytesPerWrite: number | undefined, behind: number | undefined }
 
-async function measureDestination (make: (fd: number) => Stream, fifo: string, burst: number): Promise<PerLine> {
+async function measureDestination (make: (fd: number) => Stream, level: string, fifo: string, burst: number): Promise<PerLine> {
   const stream = make(openSync(fifo, 'w'))
   await once(stream, 'ready')
-  const log = logger('info', stream)
+  const log = logger(level, stream)
   let writes = 0
   let bytes = 0
   stream.on('write', (n: number) => { writes++; bytes += n }) // sonic-boom's; a transport's worker says nothing
@@ -191,7 +193,7 @@ async function runDestinations (): Promise<void> {
     for (const [name, make] of Object.entries(destinations)) {
       for (const burst of bursts) {
         const key = `${name}|${burst}`
-        results.set(key, [...(results.get(key) ?? []), await measureDestination(make, fifo, burst)])
+        results.set(key, [...(results.get(key) ?? []), await measureDestination(make, name.startsWith('warn') ? 'warn' : 'info', fifo, burst)])
       }
     }
   }
