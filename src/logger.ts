@@ -3,13 +3,24 @@ import type { Config } from './config.js'
 
 export type LogDestination = ReturnType<typeof pino.destination>
 
-// On stdout in batches: a write(2) per line cost more than the line (bench/RESULTS.md).
-// The periodic flush shows a quiet service's lines at once.
+// On stdout in batches: a write(2) per line cost more than the line (bench/RESULTS.md). Each batch written at once, on
+// the main thread: sonic-boom measures the chunk it is filling again on every line, and while an asynchronous write is
+// in flight a whole turn's lines pile into the next chunk (16 KiB at 128 connections, and one write a turn falls
+// behind); a synchronous write keeps the chunk under MIN_BATCH and cost the least (bench/log-lines.ts destinations).
+// A reader of stdout that stops now stops the service, not its memory. The periodic flush shows a quiet service's
+// lines at once.
 const MIN_BATCH = 4096
 const FLUSH_EVERY_MS = 100
 
 export function logDestination (): LogDestination {
-  return pino.destination({ sync: false, minLength: MIN_BATCH, periodicFlush: FLUSH_EVERY_MS })
+  const destination = pino.destination({ sync: true, minLength: MIN_BATCH, periodicFlush: FLUSH_EVERY_MS })
+  // pino writes out what an asynchronous destination holds when the process exits, not a synchronous one's batch.
+  process.once('exit', () => {
+    try {
+      destination.flushSync()
+    } catch {} // stdout closed: nowhere left to write
+  })
+  return destination
 }
 
 // Once every line is written, or after boundMs (a reader of stdout that stopped): the way out is not held up.
