@@ -24,7 +24,7 @@ export interface StoreCluster {
 
 // The `-c name=value` settings of docker-compose.yml's db command.
 export function composeSettings (): string[] {
-  const compose = parse(readFileSync('docker-compose.yml', 'utf8')) as { services: { db?: { command?: string | string[] } } }
+  const compose = parse(readFileSync(new URL('../docker-compose.yml', import.meta.url), 'utf8')) as { services: { db?: { command?: string | string[] } } }
   const command = compose.services.db?.command ?? []
   const words = typeof command === 'string' ? command.split(/\s+/) : command
   return words.flatMap((word, i) => words[i - 1] === '-c' ? [word] : [])
