@@ -50,7 +50,8 @@ let nextId = 1
 
 interface WrkResult {
   statuses: Record<string, number>
-  pending: number[]
+  // As decimal text: random ids are past 2^53.
+  pending: string[]
   nextId: number
   microseconds: number
   errors: { connect: number, read: number, write: number, timeout: number }
@@ -58,8 +59,9 @@ interface WrkResult {
   p99: number
 }
 
-async function runWrk (url: string, token: string, connections: number, seconds: number): Promise<{ result: WrkResult, cpu: number }> {
-  const child = spawn('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', SCRIPT, url, '--', String(nextId), token],
+async function runWrk (url: string, token: string, connections: number, seconds: number, randomIds: boolean): Promise<{ result: WrkResult, cpu: number }> {
+  const args = ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', SCRIPT, url, '--', String(nextId), token, ...(randomIds ? ['random'] : [])]
+  const child = spawn('wrk', args,
     { stdio: ['ignore', 'pipe', 'pipe'] })
   // wrk's CPU: the times of this process's children that ended (wrk is
   // the only one that ends meanwhile), from /proc.
@@ -80,7 +82,7 @@ async function runWrk (url: string, token: string, connections: number, seconds:
 // The requests wrk left in flight, sent again one at a time with their own
 // body; a create is idempotent, so the service answers each 200 (created or
 // replayed) and the bare create 200 or 409 (stored by the first request).
-async function resend (url: string, token: string, ids: number[], statusCounts: Record<string, number>): Promise<{ errors: number, storedEarlier: number }> {
+async function resend (url: string, token: string, ids: string[], statusCounts: Record<string, number>): Promise<{ errors: number, storedEarlier: number }> {
   let errors = 0
   let storedEarlier = 0
   for (const id of ids) {
@@ -96,10 +98,11 @@ async function resend (url: string, token: string, ids: number[], statusCounts: 
   return { errors, storedEarlier }
 }
 
-export function createLoad (url: string, token: string, connections: number): Load {
+// With `randomIds`, random int64 ids (create-load.lua) instead of 1, 2, 3, …
+export function createLoad (url: string, token: string, connections: number, randomIds = false): Load {
   return {
     async run (seconds) {
-      const { result, cpu } = await runWrk(url, token, connections, seconds)
+      const { result, cpu } = await runWrk(url, token, connections, seconds, randomIds)
       const statusCounts: Record<string, number> = { ...result.statuses }
       const answered = Object.values(statusCounts).reduce((a, b) => a + b, 0)
       const wrkSeconds = result.microseconds / 1e6

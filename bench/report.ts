@@ -18,6 +18,9 @@ export interface Round extends LoadResult {
   // probes not answered 200.
   liveMaxMs?: number
   liveFailed?: number
+  // The store run only (bench/store.ts): WAL bytes the cluster wrote during
+  // the round, and the checkpoints that began in it.
+  wal?: { bytes: number, checkpoints: number }
 }
 
 export interface Phase {

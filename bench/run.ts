@@ -40,6 +40,12 @@
 //       bare create (or BENCH_TARGETS) at 128 connections, each for
 //       BENCH_DRIFT_SECONDS (300) in alternating rounds of BENCH_SECONDS
 //       (30); req/s and its ratio to the bare round by round, and RSS.
+//   BENCH_STORE=N  the store run instead (bench/store.ts): the service on a
+//       store already holding N rows with random ids against an empty one,
+//       random int64 ids, at BENCH_CONNECTIONS (32), BENCH_ROUNDS (5) of
+//       BENCH_SECONDS (30), on a throwaway PostgreSQL 15 cluster on
+//       BENCH_STORE_PORT (5499) with BENCH_STORE_SETTINGS (compose: those of
+//       docker-compose.yml's db; default: PostgreSQL's; or name=value,…)
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
@@ -51,6 +57,9 @@ import { startOtlpSink } from './otlp-sink.js'
 import { startBenchIssuer, type BenchIssuer } from './jwt-issuer.js'
 import { startLivenessProbe } from '../test/support/liveness-probe.js'
 import { CHECKS, mb, printDrift, printPhase, type Phase, type Round, type Target } from './report.js'
+import { printStore, STORE_TARGETS, storeRows } from './store.js'
+import { chosenSettings, startStoreCluster, type StoreCluster } from './store-cluster.js'
+import { loadStore, storeSize, walMark, type WalMark } from './store-rows.js'
 
 const intEnv = (name: string, fallback: number): number => {
   const value = Number(process.env[name] ?? fallback)
@@ -58,18 +67,21 @@ const intEnv = (name: string, fallback: number): number => {
   return value
 }
 const drift = process.env.BENCH_DRIFT === '1'
+const store = storeRows()
 const freshProcessEachRound = !drift && process.env.BENCH_SAME_PROCESS !== '1'
-const connectionCounts = (process.env.BENCH_CONNECTIONS ?? (drift ? '128' : '32,128')).split(',').map((c) => {
+const connectionCounts = (process.env.BENCH_CONNECTIONS ?? (drift ? '128' : store !== undefined ? '32' : '32,128')).split(',').map((c) => {
   const n = Number(c)
   if (!Number.isInteger(n) || n < 1) throw new Error('BENCH_CONNECTIONS must list positive integers')
   return n
 })
-const seconds = intEnv('BENCH_SECONDS', drift ? 30 : 10)
+const seconds = intEnv('BENCH_SECONDS', drift || store !== undefined ? 30 : 10)
 const rounds = drift ? Math.max(1, Math.round(intEnv('BENCH_DRIFT_SECONDS', 300) / seconds)) : intEnv('BENCH_ROUNDS', 5)
 const warmupSeconds = intEnv('BENCH_WARMUP_SECONDS', 3)
 const profileDir = process.env.BENCH_PROFILE === '1' ? join('bench', 'profiles') : undefined
-const adminUrl = process.env.DATABASE_URL ?? process.env.TEST_DATABASE_URL
-const only = process.env.BENCH_TARGETS?.split(',').map((s) => s.trim()) ?? (drift ? ['postgres-bare', 'postgres'] : undefined)
+// The store run's own cluster, once started.
+let cluster: StoreCluster | undefined
+let adminUrl = process.env.DATABASE_URL ?? process.env.TEST_DATABASE_URL
+const only = store !== undefined ? STORE_TARGETS : process.env.BENCH_TARGETS?.split(',').map((s) => s.trim()) ?? (drift ? ['postgres-bare', 'postgres'] : undefined)
 const operating = process.env.BENCH_OPERATING === '1'
 // How often /health/live is asked while a service is loaded.
 const LIVENESS_INTERVAL_MS = 200
@@ -91,6 +103,8 @@ interface Running extends Target {
   resent: number
   // The bearer token its load sends, when not the bench's static one.
   token?: string
+  // Rows its database held before the first round (the store run's).
+  stored?: number
 }
 
 // The highest resident set any of the target's processes reached.
@@ -110,8 +124,8 @@ function record (target: Running, result: LoadResult): void {
 // The bench's one API token, given to every service it starts.
 const token = randomBytes(18).toString('base64url')
 
-// wrk against the target's current process.
-const load = (target: Running, connections: number): Load => createLoad(target.server.url, target.token ?? token, connections)
+// wrk against the target's current process; random int64 ids in the store run.
+const load = (target: Running, connections: number): Load => createLoad(target.server.url, target.token ?? token, connections, store !== undefined)
 
 async function warmUp (target: Running, connections: number): Promise<void> {
   record(target, await load(target, connections).run(warmupSeconds))
@@ -132,8 +146,9 @@ async function freshProcess (target: Running): Promise<void> {
 async function round (target: Running, connections: number): Promise<Round> {
   const pid = target.server.child.pid as number
   const probe = target.kind === 'service' ? startLivenessProbe(target.server.url, LIVENESS_INTERVAL_MS) : undefined
-  const before = { server: cpuSeconds(pid), database: cpuSecondsOf('postgres') }
+  const before = { server: cpuSeconds(pid), database: cpuSecondsOf('postgres'), wal: await walNow() }
   const result = await load(target, connections).run(seconds)
+  const wal = await walNow()
   const perAnswer = (now: number, then: number): number => ((now - then) / result.responses) * 1e6
   const cpu = {
     server: perAnswer(cpuSeconds(pid), before.server),
@@ -146,11 +161,15 @@ async function round (target: Running, connections: number): Promise<Round> {
     ...result,
     cpu,
     rss: target.server.maxRss(),
+    ...(wal === undefined || before.wal === undefined ? {} : { wal: { bytes: wal.bytes - before.wal.bytes, checkpoints: wal.checkpoints - before.wal.checkpoints } }),
     ...(probes === undefined
       ? {}
       : { liveMaxMs: Math.max(0, ...probes.map((p) => p.ms)), liveFailed: probes.filter((p) => p.status !== 200).length })
   }
 }
+
+// The store run's cluster's WAL position and checkpoints so far.
+const walNow = async (): Promise<WalMark | undefined> => cluster === undefined ? undefined : await walMark(cluster.url)
 
 // Every connection count in turn, its rounds alternating between the
 // targets.
@@ -192,11 +211,11 @@ async function rowsMatchAnswers (targets: Running[]): Promise<boolean> {
   let all = true
   for (const target of targets) {
     if (target.database === undefined) continue
-    const rows = await target.database.countRows()
+    const rows = await target.database.countRows() - (target.stored ?? 0)
     const others = Object.entries(target.other).map(([c, n]) => `${c}:${n}`).join(' ') || 'none'
     const same = rows === target.ok
     if (!same) all = false
-    console.log(`${same ? '' : 'FAIL '}${target.name}: ${rows} rows stored ${same ? '=' : 'but'} ${target.ok} answers 200 ` +
+    console.log(`${same ? '' : 'FAIL '}${target.name}: ${rows} rows stored${target.stored === undefined ? '' : ' by the bench'} ${same ? '=' : 'but'} ${target.ok} answers 200 ` +
       `(${target.resent} in flight when wrk stopped, sent again; other answers: ${others}, connection errors: ${target.errors})`)
   }
   return all
@@ -215,6 +234,8 @@ async function printLogBytes (targets: Running[]): Promise<void> {
 // The service's targets on each database: [name suffix, environment, the
 // service's entry point].
 function serviceVariants (otlpSinkUrl: string | undefined, issuer: BenchIssuer | undefined): Array<[string, Record<string, string>, string?]> {
+  // The store run: the service on an empty store and on a full one.
+  if (store !== undefined) return [['', {}], ['-store', {}]]
   const variants: Array<[string, Record<string, string>, string?]> = [['', {}], ['-warn', { LOG_LEVEL: 'warn' }]]
   if (issuer !== undefined) variants.push(['-jwt', issuer.env])
   if (otlpSinkUrl !== undefined) {
@@ -269,9 +290,9 @@ async function main (): Promise<number> {
   const sink = operating ? await startOtlpSink() : undefined
   const issuer = wanted('postgres-jwt') || wanted('pglite-jwt') ? await startBenchIssuer() : undefined
   const variants = serviceVariants(sink?.url, issuer)
-  const add = async (name: string, kind: Target['kind'], start: () => Promise<Server>, database?: BenchDatabase): Promise<void> => {
+  const add = async (name: string, kind: Target['kind'], start: () => Promise<Server>, database?: BenchDatabase, stored?: number): Promise<void> => {
     const server = await start()
-    const counts = { ok: 0, other: {}, errors: 0, resent: 0, ...(name.endsWith('-jwt') && issuer !== undefined ? { token: issuer.token } : {}) }
+    const counts = { ok: 0, ...(stored === undefined ? {} : { stored }), other: {}, errors: 0, resent: 0, ...(name.endsWith('-jwt') && issuer !== undefined ? { token: issuer.token } : {}) }
     const running = { server, servers: [server], start, used: false }
     targets.push({ name, kind, ...running, ...counts, ...(database === undefined ? {} : { database }) })
   }
@@ -283,8 +304,22 @@ async function main (): Promise<number> {
     if (backend === 'pglite') console.log(`pglite: initdb + migrations (npm run migrate) took ${migrated.seconds.toFixed(1)} s, peak RSS ${mb(migrated.peakRss)}`)
     return db
   }
+  // The store run's full store: a database of its own, loaded by SQL.
+  const fullStore = async (rows: number): Promise<[BenchDatabase, number]> => {
+    const db = await database('postgres')
+    const url = db.env.DATABASE_URL as string
+    const loaded = await loadStore(url, rows, (line) => console.log(line))
+    console.log(`store: ${loaded.stored} rows with random ids loaded in ${loaded.insert.toFixed(0)} s (INSERT … SELECT, primary key in place), ` +
+      `VACUUM ANALYZE + CHECKPOINT ${loaded.vacuum.toFixed(0)} s; ${await storeSize(url)}`)
+    return [db, loaded.stored]
+  }
   let failed = false
   try {
+    if (store !== undefined) {
+      cluster = await startStoreCluster(intEnv('BENCH_STORE_PORT', 5499), chosenSettings(process.env.BENCH_STORE_SETTINGS))
+      adminUrl = cluster.url
+      console.log(`store: a throwaway PostgreSQL 15 cluster on ${adminUrl}, settings: ${cluster.settings.join(' ') || 'PostgreSQL\'s defaults'}`)
+    }
     if (wanted('echo')) await add('echo', 'reference', async () => await startServer('echo', ['--import', 'tsx', 'bench/baseline.ts'], {}))
     const backends = (['postgres', 'pglite'] as const).filter((b) => b === 'pglite' || (adminUrl !== undefined && adminUrl !== ''))
     for (const backend of backends) {
@@ -297,8 +332,8 @@ async function main (): Promise<number> {
         const name = `${backend}${suffix}`
         const operatingVariant = suffix.startsWith('+')
         if (!wanted(name) && !(operatingVariant && wanted(backend))) continue
-        const db = await database(backend)
-        await add(name, 'service', async () => await startServer(name, [...profileArgs(name), entry], { ...serviceEnv, ...env, ...db.env }, true), db)
+        const [db, stored] = suffix === '-store' ? await fullStore(store as number) : [await database(backend), undefined]
+        await add(name, 'service', async () => await startServer(name, [...profileArgs(name), entry], { ...serviceEnv, ...env, ...db.env }, true), db, stored)
       }
     }
     if (targets.length === 0) throw new Error('no bench target selected')
@@ -312,6 +347,7 @@ async function main (): Promise<number> {
       for (const target of targets) printDrift(target, targets, phases, peakRss(target))
     } else {
       for (const phase of phases) printPhase(phase, targets, (t) => peakRss(t as Running))
+      if (store !== undefined) for (const phase of phases) printStore(phase, targets, store)
       if (sink !== undefined) console.log(`OTLP sink received ${sink.exports()} exports`)
     }
 
@@ -328,6 +364,7 @@ async function main (): Promise<number> {
   } finally {
     for (const target of targets) await target.server.stop().catch(() => {})
     for (const db of databases) await db.drop().catch((err: unknown) => console.error('could not drop a bench database:', err))
+    cluster?.stop()
     await sink?.close()
     await issuer?.close()
   }

@@ -8,6 +8,7 @@ import { DCLinter } from 'dclint'
 import { parse } from 'yaml'
 import { loadConfig } from '../../src/config.js'
 import { root } from '../support/processes.js'
+import { composeSettings } from '../../bench/store-cluster.js'
 
 // What running the compose files cannot show, checked on every `npm test`
 // (no engine needed): valid against the Compose Specification's JSON schema
@@ -16,6 +17,7 @@ import { root } from '../support/processes.js'
 const FILES = ['docker-compose.yml', 'docker-compose.scale.yml', 'docker-compose.monitoring.yml', 'test/deploy/compose.build-network.yml']
 
 interface Service {
+  command?: string[]
   environment?: Record<string, string | number | null>
   secrets?: string[]
   ports?: string[]
@@ -108,6 +110,21 @@ t.test('metrics: METRICS_PORT on the app, on the compose network only, scraped b
   const published = read('docker-compose.monitoring.yml').services.prometheus?.ports ?? []
   t.equal(published.length, 1, 'Prometheus publishes one port')
   t.match(published[0], /^127\.0\.0\.1:\$\{PROMETHEUS_PORT:-9090\}:9090$/, 'on loopback only')
+})
+
+t.test('PostgreSQL runs with the settings for a large store that the bench measures and the docs give', async (t) => {
+  const command = compose.services.db?.command ?? []
+  t.equal(command[0], 'postgres', 'the image\'s server, its entrypoint kept (it initialises the data directory)')
+  const pairs = command.slice(1)
+  t.ok(pairs.length > 0 && pairs.every((word, i) => i % 2 === 0 ? word === '-c' : /^\w+=\S+$/.test(word)), 'then -c name=value, and nothing else')
+  const settings = composeSettings()
+  t.same(settings, pairs.filter((_, i) => i % 2 === 1), 'what the store run (BENCH_STORE) starts its PostgreSQL with')
+  for (const name of ['shared_buffers', 'max_wal_size', 'checkpoint_timeout']) t.ok(settings.some((s) => s.startsWith(`${name}=`)), `${name} is set`)
+  const capacity = text('docs/operations.md').split(/^## Capacity$/m)[1]?.split(/^## /m)[0] ?? ''
+  for (const setting of settings) {
+    const [name, value] = setting.split('=') as [string, string]
+    t.match(capacity, `${name} = ${value}`, `docs/operations.md, "Capacity", gives ${name} = ${value} to those who run their own server`)
+  }
 })
 
 interface Rule { alert?: string, for?: string, annotations?: Record<string, string> }
