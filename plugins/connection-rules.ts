@@ -16,6 +16,8 @@ export const LINGER_MS = 2_000
 
 // The response under way on each connection, to tell a pipelined request.
 const answering = new WeakMap<Socket, ServerResponse>()
+// Connections that close after the answer under way: nothing that arrives on them is processed.
+const closing = new WeakSet<Socket>()
 // What a client still sends behind the request being answered, until it has been read and discarded.
 const stillSending = new WeakMap<Socket, Promise<void>>()
 
@@ -30,7 +32,7 @@ function serveOneAtATime (request: FastifyRequest, reply: FastifyReply): boolean
   // The requests of app.inject have a stand-in, not a socket.
   if (!(socket instanceof Socket)) return true
   const previous = answering.get(socket)
-  if (socket.writable && (previous === undefined || previous.writableFinished)) {
+  if (socket.writable && !closing.has(socket) && (previous === undefined || (previous.writableFinished && !saysClose(previous)))) {
     answering.set(socket, reply.raw)
     return true
   }
@@ -39,6 +41,12 @@ function serveOneAtATime (request: FastifyRequest, reply: FastifyReply): boolean
   holdFor(socket, bodyRead(request))
   if (previous !== undefined && !previous.writableFinished) closeAfter(previous, socket)
   return false
+}
+
+// An answer of the service's own with Connection: close. Node ends the connection once it is written, but a
+// request may reach the hooks before that.
+function saysClose (res: ServerResponse): boolean {
+  return /\bclose\b/i.test(String(res.getHeader('connection') ?? ''))
 }
 
 // An answer given while the client still sends waits until those bytes are read and discarded, then closes the
@@ -75,11 +83,14 @@ async function bodyRead (request: FastifyRequest): Promise<void> {
   })
 }
 
-// Closes the connection once res is written: by Connection: close while its head can still say so (Node then
-// ends the socket itself), else by ending it gracefully once the answer is out.
+// Closes the connection gracefully once res is written. Not by Connection: close: Node closes the socket at once
+// after such an answer, and a pipelining client that is still sending would get a reset that can destroy it.
+// The answer sends no Connection header rather than Node's keep-alive, which it would not keep.
 function closeAfter (res: ServerResponse, socket: Socket): void {
-  if (!res.headersSent) res.setHeader('connection', 'close')
-  else res.once('finish', () => endGracefully(socket))
+  if (closing.has(socket)) return
+  closing.add(socket)
+  if (!res.headersSent) res.removeHeader('connection')
+  res.once('finish', () => endGracefully(socket))
 }
 
 // Ends the server's side, then discards what the client still sends until it closes or LINGER_MS pass:

@@ -6,7 +6,8 @@ import { sleep } from '../support/postgres.js'
 // Several requests in one packet (HTTP/1.1 pipelining), served one at a
 // time: a request that arrives before the answer to the one before it is
 // written is not processed, and the connection closes after that answer
-// (the client retries what was not answered). A create that was stored
+// (the client retries what was not answered): gracefully, with no
+// Connection header on that answer. A create that was stored
 // keeps its answer; nothing unanswered is stored; a request after an answer
 // that closed the connection is never processed.
 
@@ -26,7 +27,7 @@ forEachBackend(t, 'pipelined requests', async (t, backend) => {
     await sleep(300)
     t.same(await storedIds(), [3001], 'the create was stored')
     t.same(answeredStatuses(out.response), [200], 'so it was answered; the garbage was not')
-    t.match(out.response, /\r\nconnection: close\r\n/i, 'with Connection: close')
+    t.notMatch(out.response, /\r\nconnection:/i, 'with no Connection header: no keep-alive promised (a close header would make Node reset the socket)')
     t.ok(out.closedByServer, 'then the connection closed')
   })
 
@@ -34,7 +35,7 @@ forEachBackend(t, 'pipelined requests', async (t, backend) => {
     const out = await rawExchange(port, [{ data: create(3101) + create(3102, { token: 'wrong' }) + create(3103) }], 10_000)
     await sleep(300)
     t.same(answeredStatuses(out.response), [200], 'the first create 200, nothing after it')
-    t.match(out.response, /\r\nconnection: close\r\n/i, 'with Connection: close')
+    t.notMatch(out.response, /\r\nconnection:/i, 'with no Connection header: no keep-alive promised (a close header would make Node reset the socket)')
     t.ok(out.closedByServer, 'then the connection closed')
     t.same((await storedIds()).filter((id) => id > 3100 && id < 3200), [3101], 'only the answered create was stored')
   })
@@ -90,7 +91,7 @@ forEachBackend(t, 'pipelined requests', async (t, backend) => {
     const out = await rawExchange(port, [{ data: ids.map((id) => create(id)).join('') }], 10_000)
     t.same(answeredStatuses(out.response), [200], 'one answer')
     t.match(out.response, /"name":"pipelined 3301"/, 'to the first create')
-    t.match(out.response, /\r\nconnection: close\r\n/i, 'with Connection: close')
+    t.notMatch(out.response, /\r\nconnection:/i, 'with no Connection header: no keep-alive promised (a close header would make Node reset the socket)')
     t.ok(out.closedByServer, 'then the connection closed')
     await sleep(300)
     t.same((await storedIds()).filter((id) => id > 3300 && id < 3400), [3301], 'nothing unanswered was stored')
