@@ -32,7 +32,7 @@ function serveOneAtATime (request: FastifyRequest, reply: FastifyReply): boolean
   // The requests of app.inject have a stand-in, not a socket.
   if (!(socket instanceof Socket)) return true
   const previous = answering.get(socket)
-  if (socket.writable && !closing.has(socket) && (previous === undefined || (previous.writableFinished && !saysClose(previous)))) {
+  if (socket.writable && !closing.has(socket) && (previous === undefined || previous.writableFinished)) {
     answering.set(socket, reply.raw)
     return true
   }
@@ -43,12 +43,6 @@ function serveOneAtATime (request: FastifyRequest, reply: FastifyReply): boolean
   return false
 }
 
-// An answer of the service's own with Connection: close. Node ends the connection once it is written, but a
-// request may reach the hooks before that.
-function saysClose (res: ServerResponse): boolean {
-  return /\bclose\b/i.test(String(res.getHeader('connection') ?? ''))
-}
-
 // An answer given while the client still sends waits until those bytes are read and discarded, then closes the
 // connection: the close is then a FIN, not a reset that could destroy the answer (RFC 9112 9.6). A client that
 // waits for 100 Continue sends no body, so its answer goes at once.
@@ -57,6 +51,9 @@ function holdClosingAnswer (request: FastifyRequest, reply: FastifyReply, payloa
   const unread = req.complete === false && req.headers.expect === undefined
   const behind = stillSending.get(req.socket as Socket)
   if (req.complete === false) reply.header('connection', 'close')
+  // Node ends the connection once an answer with Connection: close is written, but a request may reach the hooks
+  // before that: it is dropped. (The written response no longer shows its headers, so they are read here.)
+  if (/\bclose\b/i.test(String(reply.getHeader('connection') ?? ''))) closing.add(req.socket as Socket)
   if (!unread && behind === undefined) return done(null, payload)
   Promise.all([behind, unread ? bodyRead(request) : undefined]).then(() => done(null, payload), () => done(null, payload))
 }
