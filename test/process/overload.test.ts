@@ -1,10 +1,10 @@
 import t from 'tap'
 import http from 'node:http'
 import { readFileSync } from 'node:fs'
-import { createTestDatabase, forEachBackend, TOKEN } from '../helper.js'
-import { root, spawnProcess, startServerProcess, type SourceServer } from '../support/processes.js'
+import { forEachBackend, TOKEN } from '../helper.js'
+import { root, spawnProcess, type SourceServer } from '../support/processes.js'
 import { LIVENESS_LIMIT_MS, livenessBound, startLivenessProbe, worst, type Probe } from '../support/liveness-probe.js'
-import { bigCreate, shedUnread, type Answer } from '../support/big-creates.js'
+import { bigCreate, shedUnread, startReadyServer, type Answer } from '../support/big-creates.js'
 
 // Overload sheds before it stalls: bursts of 300 concurrent creates of 1 MB
 // each (a body just under BODY_LIMIT) on 2 cores. Past what the service can
@@ -98,13 +98,7 @@ function tally (answers: Answer[]): string {
 }
 
 forEachBackend(t, `bursts of ${CREATES} concurrent 1 MB creates keep /health/live within ${LIVENESS_LIMIT_MS} ms`, async (t, backend) => {
-  const testDb = await createTestDatabase(backend)
-  t.teardown(() => testDb.drop())
-  const server = await startServerProcess({
-    ...(testDb.url === undefined ? {} : { databaseUrl: testDb.url }),
-    startTimeoutMs: 60_000
-  })
-  t.teardown(() => server.stop())
+  const server = await startReadyServer(t, backend)
   const control = spawnProcess(t, ['node', '-e', CONTROL], root, {})
   const controlUrl = await new Promise<string>((resolve) => control.child.stdout?.once('data', (d: Buffer) => resolve(d.toString().trim())))
 

@@ -7,13 +7,13 @@ export interface Probe { status: number, ms: number }
 // The contract's second for /health/live, and a margin for the shared machine
 // (the probe, the sender and the service compete for two cores).
 export const LIVENESS_LIMIT_MS = 1000
-export const MACHINE_SLACK_MS = 1500
+const MACHINE_SLACK_MS = 1500
 
 // How many times more runnable work the machine has than cores: the
 // one-minute load average over the core count, at least 1. A test running
 // beside another suite gets a share of the cores, and a bound on wall time
 // stretches by as much (2.5 s became 4-7 s at a load of 8 on two cores).
-export function oversubscription (): number {
+function oversubscription (): number {
   return Math.max(1, (loadavg()[0] ?? 0) / availableParallelism())
 }
 

@@ -46,9 +46,9 @@ export async function commandOk (argv: string[], timeoutMs?: number, env?: Recor
 
 const script = async (args: string[], timeoutMs = 180_000): Promise<string> => await commandOk(['bash', SCRIPT, ...args], timeoutMs)
 
-// A node's network namespace goes away after `down` returns, once the kernel (60 s was once too short on a loaded machine)
+// A node's network namespace goes away after `down` returns, once the kernel
 // has let go of it; until then its host-side link exists and `up` would fail
-// on it ("File exists").
+// on it ("File exists"). A loaded machine can take minutes to let go.
 async function linksGone (timeoutMs = 180_000): Promise<void> {
   const started = performance.now()
   while (performance.now() - started < timeoutMs) {
